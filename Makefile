@@ -1,0 +1,78 @@
+# The two commands a new user needs:
+#   make demo   build, start the upstream simulator and the gateway, print examples
+#   make test   every test: Rust unit + end-to-end, and the Python SDK suite
+#
+# Other targets: build, adapters, run, bench, fmt, lint, clean.
+
+CARGO       ?= cargo
+PYTHON      ?= python3
+WASM_TARGET := wasm32-wasip2
+PORT        ?= 8080
+BUILD       := build
+RELEASE     := target/release
+WASM_OUT    := target/$(WASM_TARGET)/release
+
+# guest crate -> file name in the plugin folders
+ADAPTERS    := openai-adapter:openai
+POLICIES    := drop-sampling-policy:drop-sampling keep-thinking-policy:keep-thinking
+TEST_GUESTS := misbehave-guest:misbehave
+
+crate = $(word 1,$(subst :, ,$(1)))
+fname = $(word 2,$(subst :, ,$(1)))
+pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
+
+.PHONY: build host adapters wasm-target run demo test test-rust test-sdk bench fmt lint clean venv
+
+build: host adapters
+
+host:
+	$(CARGO) build --release -p gateway -p upstream-sim -p loadgen
+
+wasm-target:
+	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+# Every guest component, copied into the folders the gateway loads from.
+adapters: wasm-target
+	$(CARGO) build --release --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS))
+	@mkdir -p $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests
+	@$(foreach g,$(ADAPTERS),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/adapters/$(call fname,$(g)).wasm;)
+	@$(foreach g,$(POLICIES),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/policies/$(call fname,$(g)).wasm;)
+	@$(foreach g,$(TEST_GUESTS),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/test-guests/$(call fname,$(g)).wasm;)
+	@ls -l $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests | grep wasm
+
+# The gateway alone, with your own config (default gateway.toml).
+run: build
+	$(RELEASE)/gateway serve --config $${GATEWAY_CONFIG:-gateway.toml}
+
+# The main job on a fresh machine: simulator + gateway + a demo token.
+demo: build
+	PORT=$(PORT) tests/demo/run.sh
+
+venv: .venv/.installed
+.venv/.installed: tests/sdk/requirements.txt
+	$(PYTHON) -m venv .venv
+	.venv/bin/pip install --quiet -r tests/sdk/requirements.txt
+	touch $@
+
+test: build test-rust test-sdk
+
+test-rust: build
+	$(CARGO) test --release --workspace
+
+test-sdk: build venv
+	.venv/bin/python -m pytest -q tests/sdk
+
+bench: build
+	tests/bench/run.sh
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS)) -- -D warnings
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD) .venv .demo

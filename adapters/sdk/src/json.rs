@@ -1,0 +1,155 @@
+//! Small helpers on `serde_json` values that every adapter needs.
+//!
+//! Guests edit bodies as `Value`s rather than typed structs so that members
+//! this gateway does not know about pass through untouched.
+
+use serde_json::{Map, Value};
+
+use crate::TranslateError;
+
+/// Parses a client body that must be a JSON object.
+pub fn parse_request_object(body: &[u8]) -> Result<Value, TranslateError> {
+    parse_object(body).map_err(|reason| TranslateError::invalid(format!("request body {reason}")))
+}
+
+/// Parses a vendor body that must be a JSON object.
+pub fn parse_upstream_object(body: &[u8]) -> Result<Value, TranslateError> {
+    parse_object(body).map_err(|reason| TranslateError::upstream(format!("vendor body {reason}")))
+}
+
+fn parse_object(body: &[u8]) -> Result<Value, String> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(other) => Err(format!("is JSON {}, not an object", kind_name(&other))),
+        // serde_json's message names line and column, short enough to show.
+        Err(err) => Err(format!("is not valid JSON ({err})")),
+    }
+}
+
+/// A JSON type's name, for error messages.
+pub fn kind_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Sets the top-level `model` member; does nothing on a non-object.
+pub fn set_model(value: &mut Value, name: &str) {
+    if let Some(object) = value.as_object_mut() {
+        object.insert("model".to_owned(), Value::String(name.to_owned()));
+    }
+}
+
+/// Serialises a value to bytes.
+pub fn to_bytes(value: &Value) -> Vec<u8> {
+    // `Value`'s Display cannot fail (its keys are always strings).
+    value.to_string().into_bytes()
+}
+
+/// The object member `key` as a string, if it is one.
+pub fn str_member<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// The object member `key` as a token count (see [`as_count`]).
+pub fn count_member(value: &Value, key: &str) -> Option<u64> {
+    value.get(key).and_then(as_count)
+}
+
+/// A non-negative whole number. Accepts `12.0` as well as `12` because some
+/// vendors serialise counters as floats; anything else is `None`.
+pub fn as_count(value: &Value) -> Option<u64> {
+    if let Some(n) = value.as_u64() {
+        return Some(n);
+    }
+    let f = value.as_f64()?;
+    if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 {
+        // Exact: the value is whole and in range.
+        Some(f as u64)
+    } else {
+        None
+    }
+}
+
+/// The object member `key`, created as an empty object when it is missing or
+/// not an object. `None` when `value` itself is not an object.
+pub fn object_member<'a>(value: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    let object = value.as_object_mut()?;
+    let member = object
+        .entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !member.is_object() {
+        *member = Value::Object(Map::new());
+    }
+    member.as_object_mut()
+}
+
+/// Whether the object member `key` is present and not `null`.
+pub fn has_non_null(value: &Value, key: &str) -> bool {
+    value.get(key).is_some_and(|member| !member.is_null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_object_errors_are_invalid_request() {
+        assert!(parse_request_object(br#"{"a":1}"#).is_ok());
+        let err = parse_request_object(b"[1]").unwrap_err();
+        assert_eq!(
+            err,
+            TranslateError::invalid("request body is JSON an array, not an object")
+        );
+        assert!(matches!(
+            parse_request_object(b"{nope"),
+            Err(TranslateError::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn upstream_object_errors_are_upstream_format() {
+        assert!(matches!(
+            parse_upstream_object(b"<html>"),
+            Err(TranslateError::UpstreamFormat(_))
+        ));
+    }
+
+    #[test]
+    fn set_model_replaces_or_inserts() {
+        let mut value = json!({"model": "a", "x": 1});
+        set_model(&mut value, "b");
+        assert_eq!(value, json!({"model": "b", "x": 1}));
+        let mut value = json!({});
+        set_model(&mut value, "c");
+        assert_eq!(value, json!({"model": "c"}));
+        let mut value = json!([1]);
+        set_model(&mut value, "c");
+        assert_eq!(value, json!([1]));
+    }
+
+    #[test]
+    fn counts_accept_whole_floats_only() {
+        assert_eq!(as_count(&json!(7)), Some(7));
+        assert_eq!(as_count(&json!(7.0)), Some(7));
+        assert_eq!(as_count(&json!(7.5)), None);
+        assert_eq!(as_count(&json!(-1)), None);
+        assert_eq!(as_count(&json!("7")), None);
+    }
+
+    #[test]
+    fn object_member_replaces_non_objects() {
+        let mut value = json!({"a": null});
+        if let Some(a) = object_member(&mut value, "a") {
+            a.insert("b".into(), json!(1));
+        }
+        assert_eq!(value, json!({"a": {"b": 1}}));
+        assert!(object_member(&mut json!(3), "a").is_none());
+    }
+}

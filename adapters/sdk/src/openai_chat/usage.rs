@@ -1,0 +1,131 @@
+use serde_json::{json, Value};
+
+use crate::canonical::Usage;
+use crate::json::{count_member, object_member};
+
+/// Reads an OpenAI `usage` object. Missing `*_details` count as 0; `None`
+/// when there is no usage object at all (`null` included).
+pub fn parse_usage(value: &Value) -> Option<Usage> {
+    if !value.is_object() {
+        return None;
+    }
+    let detail = |outer: &str, inner: &str| {
+        value
+            .get(outer)
+            .and_then(|details| count_member(details, inner))
+            .unwrap_or(0)
+    };
+    let usage = Usage {
+        input_tokens: count_member(value, "prompt_tokens").unwrap_or(0),
+        output_tokens: count_member(value, "completion_tokens").unwrap_or(0),
+        cached_tokens: detail("prompt_tokens_details", "cached_tokens"),
+        reasoning_tokens: detail("completion_tokens_details", "reasoning_tokens"),
+    };
+    Some(usage.consistent())
+}
+
+/// Writes an OpenAI `usage` object.
+pub fn encode_usage(usage: &Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens(),
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    })
+}
+
+/// Adds `prompt_tokens_details.cached_tokens` and
+/// `completion_tokens_details.reasoning_tokens` (as 0) where a vendor left
+/// them out, so clients always find them (spec §2.8). Other members, and a
+/// usage that is not an object, are left alone.
+pub fn ensure_usage_details(usage: &mut Value) {
+    if !usage.is_object() {
+        return;
+    }
+    for (outer, inner) in [
+        ("prompt_tokens_details", "cached_tokens"),
+        ("completion_tokens_details", "reasoning_tokens"),
+    ] {
+        if let Some(details) = object_member(usage, outer) {
+            let count = details.entry(inner.to_owned()).or_insert(json!(0));
+            if count.is_null() {
+                *count = json!(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_default_to_zero() {
+        let usage = parse_usage(&json!({"prompt_tokens": 12, "completion_tokens": 3}));
+        assert_eq!(
+            usage,
+            Some(Usage {
+                input_tokens: 12,
+                output_tokens: 3,
+                cached_tokens: 0,
+                reasoning_tokens: 0,
+            })
+        );
+        assert_eq!(parse_usage(&Value::Null), None);
+    }
+
+    #[test]
+    fn details_are_read() {
+        let value = json!({
+            "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150,
+            "prompt_tokens_details": {"cached_tokens": 40, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 30},
+        });
+        let usage = parse_usage(&value);
+        assert_eq!(
+            usage,
+            Some(Usage {
+                input_tokens: 100,
+                output_tokens: 50,
+                cached_tokens: 40,
+                reasoning_tokens: 30,
+            })
+        );
+        let round = usage.map(|u| encode_usage(&u));
+        assert_eq!(
+            round,
+            Some(json!({
+                "prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150,
+                "prompt_tokens_details": {"cached_tokens": 40},
+                "completion_tokens_details": {"reasoning_tokens": 30},
+            }))
+        );
+    }
+
+    #[test]
+    fn ensure_details_fills_gaps_only() {
+        let mut usage = json!({
+            "prompt_tokens": 5,
+            "prompt_tokens_details": {"audio_tokens": 1},
+            "completion_tokens_details": null,
+        });
+        ensure_usage_details(&mut usage);
+        assert_eq!(
+            usage,
+            json!({
+                "prompt_tokens": 5,
+                "prompt_tokens_details": {"audio_tokens": 1, "cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 0},
+            })
+        );
+        let mut kept = json!({"prompt_tokens_details": {"cached_tokens": 3},
+                              "completion_tokens_details": {"reasoning_tokens": 4}});
+        let before = kept.clone();
+        ensure_usage_details(&mut kept);
+        assert_eq!(kept, before);
+        let mut null = Value::Null;
+        ensure_usage_details(&mut null);
+        assert_eq!(null, Value::Null);
+    }
+}

@@ -1,0 +1,29 @@
+//! The hot path for OpenAI-compatible vendors when the client also speaks
+//! OpenAI chat: bodies are parsed once into a `Value`, edited in place and
+//! written back, never round-tripped through the canonical types, so members
+//! this gateway does not know about reach the vendor and the client intact.
+//!
+//! What is edited, and why:
+//! - requests carry the channel's upstream model name and, when streamed,
+//!   always ask the vendor for a usage report so the host can bill;
+//! - answers carry the client's model name and always show the cached and
+//!   reasoning token details;
+//! - streams hide the usage report from clients that did not ask for it by
+//!   folding it into the last content chunk (see [`StreamRelay`]).
+
+mod request;
+mod response;
+mod stream;
+
+pub use request::{prepare_request, PreparedRequest};
+pub use response::{finish_response, FinishedResponse};
+pub use stream::{StreamClose, StreamRelay};
+
+/// `upstream-request.state` when the client itself asked for
+/// `stream_options.include_usage`; the empty string otherwise.
+pub const STATE_CLIENT_WANTS_USAGE: &str = "usage";
+
+/// Reads back the state [`prepare_request`] produced.
+pub fn client_wants_usage(state: &str) -> bool {
+    state == STATE_CLIENT_WANTS_USAGE
+}

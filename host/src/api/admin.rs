@@ -1,0 +1,363 @@
+//! The admin API: accounts, tokens, usage, plugins. It listens on a loopback
+//! address only (the config refuses anything else) and every call needs
+//! `Authorization: Bearer <admin key>`. The public API never issues tokens
+//! (spec §5); `gateway admin ...` is a thin client of this API.
+
+use crate::auth::presented_key;
+use crate::error::ApiError;
+use crate::state::SharedState;
+use crate::store::accounts::NewToken;
+use crate::store::records::{Token, TokenStatus};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+
+pub fn router(_state: SharedState) -> Router<SharedState> {
+    Router::new()
+        .route("/admin/v1/health", get(health))
+        .route(
+            "/admin/v1/accounts",
+            post(create_account).get(list_accounts),
+        )
+        .route("/admin/v1/accounts/{id}", get(show_account))
+        .route("/admin/v1/accounts/{id}/topup", post(top_up))
+        .route("/admin/v1/tokens", post(create_token).get(list_tokens))
+        .route(
+            "/admin/v1/tokens/{id}",
+            get(show_token).delete(delete_token),
+        )
+        .route("/admin/v1/tokens/{id}/disable", post(disable_token))
+        .route("/admin/v1/usage", get(usage))
+        .route("/admin/v1/plugins", get(plugins))
+        .route("/admin/v1/plugins/reload", post(reload_plugins))
+        .route("/admin/v1/clock/advance", post(advance_clock))
+}
+
+/// Proof that the caller presented the admin key.
+pub struct Admin;
+
+impl FromRequestParts<SharedState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, ApiError> {
+        let presented = presented_key(&parts.headers, None).unwrap_or("");
+        let expected = state.config.admin.key.as_bytes();
+        if presented.as_bytes().ct_eq(expected).into() {
+            Ok(Admin)
+        } else {
+            Err(ApiError::InvalidToken)
+        }
+    }
+}
+
+type Reply = Result<Json<Value>, ApiError>;
+
+fn bad(msg: impl Into<String>) -> ApiError {
+    ApiError::InvalidRequest(msg.into())
+}
+
+async fn health(_: Admin) -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+fn account_json(state: &SharedState, a: &crate::store::records::Account) -> Value {
+    let cur = &state.config.currency;
+    json!({
+        "id": a.id,
+        "name": a.name,
+        "group": a.group,
+        "created_at": a.created_at,
+        "balance": a.balance,
+        "balance_cny": cur.to_cny(a.balance),
+    })
+}
+
+#[derive(Deserialize)]
+struct NewAccount {
+    name: String,
+    #[serde(default)]
+    trial_credit_cny: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+async fn create_account(
+    State(state): State<SharedState>,
+    _: Admin,
+    Json(req): Json<NewAccount>,
+) -> Reply {
+    if req.name.trim().is_empty() {
+        return Err(bad("`name` must not be empty"));
+    }
+    let trial = match &req.trial_credit_cny {
+        Some(t) => state
+            .config
+            .currency
+            .parse_cny(t)
+            .map_err(|e| bad(format!("trial_credit_cny: {e}")))?,
+        None => state.config.trial_credit,
+    };
+    let group = req.group.unwrap_or_else(|| "default".into());
+    let a = state
+        .store
+        .create_account(&req.name, &group, trial, state.clock.now_secs())
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(account_json(&state, &a)))
+}
+
+async fn list_accounts(State(state): State<SharedState>, _: Admin) -> Reply {
+    let list = state.store.accounts().map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": list.iter().map(|a| account_json(&state, a)).collect::<Vec<_>>(),
+    })))
+}
+
+async fn show_account(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
+    let a = state
+        .store
+        .account(&id)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no account `{id}`")))?;
+    let ledger = state.store.ledger(&id).map_err(ApiError::internal)?;
+    let ledger_sum: i64 = ledger.iter().map(|e| e.amount).sum();
+    let mut v = account_json(&state, &a);
+    v["ledger_sum"] = json!(ledger_sum);
+    v["ledger"] = serde_json::to_value(&ledger).map_err(ApiError::internal)?;
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+struct TopUp {
+    cny: String,
+}
+
+async fn top_up(
+    State(state): State<SharedState>,
+    _: Admin,
+    Path(id): Path<String>,
+    Json(req): Json<TopUp>,
+) -> Reply {
+    let amount = state
+        .config
+        .currency
+        .parse_cny(&req.cny)
+        .map_err(|e| bad(format!("cny: {e}")))?;
+    if amount == 0 {
+        return Err(bad("cny: the amount must be greater than 0"));
+    }
+    let a = state
+        .store
+        .top_up(&id, amount, "top-up", state.clock.now_secs())
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no account `{id}`")))?;
+    Ok(Json(account_json(&state, &a)))
+}
+
+fn token_json(state: &SharedState, t: &Token) -> Value {
+    let cur = &state.config.currency;
+    json!({
+        "id": t.id,
+        "account_id": t.account_id,
+        "name": t.name,
+        "key_hint": t.key_hint,
+        "models": t.models,
+        "ips": t.ips,
+        "quota_limit": t.quota_limit,
+        "quota_limit_cny": t.quota_limit.map(|q| cur.to_cny(q)),
+        "used": t.used,
+        "used_cny": cur.to_cny(t.used),
+        "expires_at": t.expires_at,
+        "status": t.status,
+        "created_at": t.created_at,
+    })
+}
+
+#[derive(Deserialize)]
+struct NewTokenReq {
+    account: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    models: Option<Vec<String>>,
+    #[serde(default)]
+    ips: Option<Vec<String>>,
+    #[serde(default)]
+    quota_cny: Option<String>,
+    #[serde(default)]
+    expires_at: Option<i64>,
+}
+
+async fn create_token(
+    State(state): State<SharedState>,
+    _: Admin,
+    Json(req): Json<NewTokenReq>,
+) -> Reply {
+    if let Some(ips) = &req.ips {
+        for ip in ips {
+            let ok = ip.parse::<ipnet::IpNet>().is_ok() || ip.parse::<std::net::IpAddr>().is_ok();
+            if !ok {
+                return Err(bad(format!("ips: `{ip}` is not an IP address or CIDR")));
+            }
+        }
+    }
+    if let Some(models) = &req.models {
+        for m in models {
+            let known =
+                state.catalog.models.contains_key(m) || state.catalog.video_models.contains_key(m);
+            if !known {
+                return Err(bad(format!("models: `{m}` is not a configured model")));
+            }
+        }
+    }
+    let quota_limit = req
+        .quota_cny
+        .as_deref()
+        .map(|q| state.config.currency.parse_cny(q))
+        .transpose()
+        .map_err(|e| bad(format!("quota_cny: {e}")))?;
+    let new = NewToken {
+        account_id: req.account.clone(),
+        name: req.name.unwrap_or_else(|| "default".into()),
+        models: req.models,
+        ips: req.ips,
+        quota_limit,
+        expires_at: req.expires_at,
+    };
+    let (token, key) = state
+        .store
+        .create_token(new, state.clock.now_secs())
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no account `{}`", req.account)))?;
+    let mut v = token_json(&state, &token);
+    v["key"] = json!(key);
+    Ok(Json(v))
+}
+
+#[derive(Deserialize)]
+struct TokenFilter {
+    account: String,
+}
+
+async fn list_tokens(
+    State(state): State<SharedState>,
+    _: Admin,
+    Query(q): Query<TokenFilter>,
+) -> Reply {
+    let list = state
+        .store
+        .tokens_of(&q.account)
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "object": "list",
+        "data": list.iter().map(|t| token_json(&state, t)).collect::<Vec<_>>(),
+    })))
+}
+
+async fn show_token(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
+    let t = state
+        .store
+        .token(&id)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no token `{id}`")))?;
+    Ok(Json(token_json(&state, &t)))
+}
+
+async fn set_status(state: &SharedState, id: &str, status: TokenStatus) -> Reply {
+    let t = state
+        .store
+        .set_token_status(id, status)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no token `{id}`")))?;
+    Ok(Json(token_json(state, &t)))
+}
+
+async fn disable_token(
+    State(state): State<SharedState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Reply {
+    set_status(&state, &id, TokenStatus::Disabled).await
+}
+
+async fn delete_token(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
+    set_status(&state, &id, TokenStatus::Deleted).await
+}
+
+#[derive(Deserialize)]
+struct UsageFilter {
+    #[serde(default)]
+    account: Option<String>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn usage(State(state): State<SharedState>, _: Admin, Query(q): Query<UsageFilter>) -> Reply {
+    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let rows = state
+        .store
+        .usage(q.account.as_deref(), q.token.as_deref(), limit)
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({ "object": "list", "data": rows })))
+}
+
+fn plugins_json(state: &SharedState) -> Value {
+    let data: Vec<Value> = state
+        .plugins
+        .registry()
+        .infos()
+        .into_iter()
+        .map(|p| {
+            json!({
+                "name": &*p.name,
+                "version": p.version,
+                "kind": format!("{:?}", p.kind).to_lowercase(),
+                "source": p.source.display().to_string(),
+                "sha256": p.sha256,
+            })
+        })
+        .collect();
+    json!({ "object": "list", "data": data })
+}
+
+async fn plugins(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    Json(plugins_json(&state))
+}
+
+async fn reload_plugins(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    let reloaded = state.plugins.reload_if_changed().await;
+    let mut v = plugins_json(&state);
+    v["reloaded"] = json!(reloaded);
+    Json(v)
+}
+
+#[derive(Deserialize)]
+struct Advance {
+    secs: i64,
+}
+
+/// Moves a manual clock (tests only; refused on a real clock).
+async fn advance_clock(
+    State(state): State<SharedState>,
+    _: Admin,
+    Json(req): Json<Advance>,
+) -> Reply {
+    let clock = state
+        .manual_clock
+        .as_ref()
+        .ok_or_else(|| bad("the clock is real; set [testing] manual_clock = true to move it"))?;
+    clock.advance_secs(req.secs);
+    Ok(Json(json!({ "now": clock.now_ms() / 1000 })))
+}
+
+use crate::clock::Clock as _;

@@ -1,0 +1,150 @@
+//! HTTP routes. One file per endpoint family; this file holds the public and
+//! admin routers and the middleware every request passes through:
+//!
+//! 1. a request id (header `X-Request-Id` on every response, and the suffix of
+//!    every error message), and the client address;
+//! 2. the per-address rate limit (public API only);
+//! 3. turning any error the framework produces by itself (unknown route,
+//!    wrong method, body too large, unreadable body) into the standard
+//!    envelope, so clients only ever see one error shape.
+
+pub mod admin;
+pub mod chat;
+pub mod models;
+
+use crate::auth::ReqInfo;
+use crate::error::{ApiError, Enveloped, REQUEST_ID};
+use crate::ids::new_request_id;
+use crate::limits::{client_ip, RetryAfter};
+use crate::state::SharedState;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// The public API under `/v1`.
+pub fn public_router(state: SharedState) -> Router {
+    let body_limit = state.config.limits.max_body_bytes;
+    Router::new()
+        .route("/v1/models", get(models::list))
+        .route("/v1/chat/completions", post(chat::completions))
+        .fallback(unknown_route)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            public_context,
+        ))
+        .with_state(state)
+}
+
+/// The admin API (loopback only; see `admin`).
+pub fn admin_router(state: SharedState) -> Router {
+    admin::router(state.clone())
+        .fallback(unknown_route)
+        .layer(middleware::from_fn_with_state(state.clone(), admin_context))
+        .with_state(state)
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no such endpoint: {method} {}", uri.path()))
+}
+
+async fn public_context(
+    State(state): State<SharedState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let xff = req
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    let ip = client_ip(peer.ip(), xff, &state.config.trusted_proxies);
+    let limit = state.config.limits.rate_limit_requests;
+    let window_secs = state.config.limits.rate_limit_window.as_secs();
+    let refused = state
+        .rate
+        .check(ip)
+        .err()
+        .map(|RetryAfter(secs)| ApiError::RateLimited {
+            ip: ip.to_string(),
+            limit,
+            window_secs,
+            retry_after_secs: secs,
+        });
+    with_context(ip, refused, state.config.limits.max_body_bytes, req, next).await
+}
+
+async fn admin_context(
+    State(state): State<SharedState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    with_context(
+        peer.ip(),
+        None,
+        state.config.limits.max_body_bytes,
+        req,
+        next,
+    )
+    .await
+}
+
+async fn with_context(
+    ip: std::net::IpAddr,
+    refused: Option<ApiError>,
+    body_limit: usize,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let id = new_request_id();
+    req.extensions_mut().insert(ReqInfo {
+        id: id.clone(),
+        ip,
+        started: Instant::now(),
+    });
+    let mut resp = REQUEST_ID
+        .scope(id.clone(), async move {
+            if let Some(e) = refused {
+                return e.into_response();
+            }
+            let resp = next.run(req).await;
+            envelope_stray_error(resp, body_limit).await
+        })
+        .await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+/// Wraps an error response the framework made (plain text) in the envelope.
+async fn envelope_stray_error(resp: Response, body_limit: usize) -> Response {
+    let status = resp.status();
+    if status.as_u16() < 400 || resp.extensions().get::<Enveloped>().is_some() {
+        return resp;
+    }
+    let text = axum::body::to_bytes(resp.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let err = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::BodyTooLarge(body_limit),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            ApiError::MethodNotAllowed("method not allowed for this endpoint".into())
+        }
+        StatusCode::NOT_FOUND => ApiError::NotFound("not found".into()),
+        s if s.is_client_error() => ApiError::InvalidRequest(if text.is_empty() {
+            "the request could not be read".into()
+        } else {
+            text
+        }),
+        _ => ApiError::Internal(text),
+    };
+    err.into_response()
+}

@@ -1,0 +1,168 @@
+//! Who is calling: the API key, the token it belongs to, and the token's
+//! controls (status, expiry, IP whitelist; the model whitelist is checked by
+//! handlers once they know the model).
+//!
+//! Keys are looked up by their SHA-256, so the stored secret is never
+//! compared byte by byte and never kept in clear.
+
+use crate::error::ApiError;
+use crate::state::SharedState;
+use crate::store::records::{Token, TokenStatus};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use ipnet::IpNet;
+use std::net::IpAddr;
+use std::time::Instant;
+
+/// Set on every request by the request-id middleware.
+#[derive(Debug, Clone)]
+pub struct ReqInfo {
+    pub id: String,
+    pub ip: IpAddr,
+    pub started: Instant,
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub token: Token,
+    pub info: ReqInfo,
+}
+
+/// The presented key: `Authorization: Bearer`, `x-api-key` (messages
+/// protocol), `x-goog-api-key` or `?key=` (Gemini protocol).
+pub fn presented_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a str> {
+    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        let v = v.trim();
+        if v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ") {
+            return Some(v[7..].trim());
+        }
+    }
+    for name in ["x-api-key", "x-goog-api-key"] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            return Some(v.trim());
+        }
+    }
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .filter(|k| !k.is_empty())
+}
+
+fn ip_allowed(list: &[String], ip: IpAddr) -> bool {
+    list.iter().any(|entry| {
+        entry
+            .parse::<IpNet>()
+            .map(|n| n.contains(&ip))
+            .or_else(|_| entry.parse::<IpAddr>().map(|a| a == ip))
+            .unwrap_or(false)
+    })
+}
+
+/// Checks a token's own controls against the request.
+pub fn check_token(token: &Token, ip: IpAddr, now_secs: i64) -> Result<(), ApiError> {
+    if token.status != TokenStatus::Active {
+        return Err(ApiError::InvalidToken);
+    }
+    if token.expires_at.is_some_and(|t| t <= now_secs) {
+        return Err(ApiError::InvalidToken);
+    }
+    if let Some(ips) = &token.ips {
+        if !ip_allowed(ips, ip) {
+            return Err(ApiError::TokenIpDenied(ip.to_string()));
+        }
+    }
+    Ok(())
+}
+
+impl Caller {
+    pub fn check_model(&self, model: &str) -> Result<(), ApiError> {
+        match &self.token.models {
+            Some(list) if !list.iter().any(|m| m == model) => {
+                Err(ApiError::TokenModelDenied(model.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl FromRequestParts<SharedState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, ApiError> {
+        let info = parts
+            .extensions
+            .get::<ReqInfo>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("request info missing"))?;
+        let key = presented_key(&parts.headers, parts.uri.query()).ok_or(ApiError::InvalidToken)?;
+        let token = state
+            .store
+            .token_by_key(key)
+            .map_err(ApiError::internal)?
+            .ok_or(ApiError::InvalidToken)?;
+        check_token(&token, info.ip, state.clock.now_secs())?;
+        Ok(Caller { token, info })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token() -> Token {
+        Token {
+            id: "tok_1".into(),
+            account_id: "acct_1".into(),
+            name: "t".into(),
+            key_hash: String::new(),
+            key_hint: String::new(),
+            models: None,
+            ips: Some(vec!["10.0.0.0/8".into(), "192.0.2.7".into()]),
+            quota_limit: None,
+            used: 0,
+            reserved: 0,
+            expires_at: Some(100),
+            status: TokenStatus::Active,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn keys_from_every_accepted_place() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer sk-abc".parse().unwrap());
+        assert_eq!(presented_key(&h, None), Some("sk-abc"));
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", "sk-x".parse().unwrap());
+        assert_eq!(presented_key(&h, None), Some("sk-x"));
+        assert_eq!(
+            presented_key(&HeaderMap::new(), Some("alt=sse&key=sk-q")),
+            Some("sk-q")
+        );
+        assert_eq!(presented_key(&HeaderMap::new(), None), None);
+    }
+
+    #[test]
+    fn token_controls() {
+        let t = token();
+        let inside: IpAddr = "10.9.9.9".parse().unwrap();
+        assert!(check_token(&t, inside, 99).is_ok());
+        assert!(check_token(&t, "192.0.2.7".parse().unwrap(), 99).is_ok());
+        assert!(matches!(
+            check_token(&t, inside, 100),
+            Err(ApiError::InvalidToken)
+        ));
+        assert!(matches!(
+            check_token(&t, "8.8.8.8".parse().unwrap(), 1),
+            Err(ApiError::TokenIpDenied(_))
+        ));
+        let mut d = token();
+        d.status = TokenStatus::Disabled;
+        assert!(matches!(
+            check_token(&d, inside, 1),
+            Err(ApiError::InvalidToken)
+        ));
+    }
+}

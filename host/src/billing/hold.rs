@@ -1,0 +1,81 @@
+//! Money held for one call in flight.
+//!
+//! A [`Hold`] is created by a successful reservation and must end in
+//! [`Hold::settle`] (the call's real cost, the rest refunded) or
+//! [`Hold::release`] (nothing charged). If it is dropped without either —
+//! an early return, a panic, a cancelled request — the drop refunds it in the
+//! background, so no code path can leave money stuck.
+
+use super::money::Quota;
+use crate::store::accounts::Settlement;
+use crate::store::records::UsageRecord;
+use crate::store::{Store, StoreError};
+
+pub struct Hold {
+    store: Store,
+    id: String,
+    amount: Quota,
+    now: i64,
+    open: bool,
+}
+
+impl Hold {
+    pub fn new(store: Store, reservation_id: String, amount: Quota, now: i64) -> Hold {
+        Hold {
+            store,
+            id: reservation_id,
+            amount,
+            now,
+            open: true,
+        }
+    }
+
+    pub fn amount(&self) -> Quota {
+        self.amount
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Charges `cost` (the usage row records it) and refunds the rest.
+    pub async fn settle(
+        mut self,
+        cost: Quota,
+        usage: Option<UsageRecord>,
+        now: i64,
+    ) -> Result<Settlement, StoreError> {
+        self.open = false;
+        self.store.settle(&self.id, cost, usage, now).await
+    }
+
+    /// Charges nothing.
+    pub async fn release(
+        self,
+        usage: Option<UsageRecord>,
+        now: i64,
+    ) -> Result<Settlement, StoreError> {
+        self.settle(0, usage, now).await
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let (store, id, now) = (self.store.clone(), std::mem::take(&mut self.id), self.now);
+        let refund = async move {
+            if let Err(e) = store.settle(&id, 0, None, now).await {
+                tracing::error!("refunding abandoned reservation {id} failed: {e}; it is refunded at the next start");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(refund);
+            }
+            // Outside a runtime (shutdown): start-up reconciliation refunds it.
+            Err(_) => tracing::warn!("reservation left open at shutdown; refunded at next start"),
+        }
+    }
+}

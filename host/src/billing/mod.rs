@@ -1,0 +1,5 @@
+//! Prices, quota arithmetic, and holding / settling money for calls.
+
+pub mod hold;
+pub mod money;
+pub mod text;

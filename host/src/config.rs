@@ -1,0 +1,914 @@
+//! The gateway's one TOML config file: parsed, validated and resolved here, so
+//! the rest of the host only sees checked values (quota units, resolved
+//! secrets, absolute paths). Every validation error names the field it is
+//! about, and `gateway serve` exits non-zero with it.
+//!
+//! `gateway.example.toml` at the repository root documents every key.
+
+use crate::billing::money::{Currency, Quota};
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config field `{field}`: {message}")]
+    Invalid { field: String, message: String },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The file as written.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: String,
+    data_dir: PathBuf,
+    adapters_dir: PathBuf,
+    #[serde(default)]
+    policies_dir: Option<PathBuf>,
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
+    admin: RawAdmin,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    plugins: RawPlugins,
+    #[serde(default)]
+    billing: RawBilling,
+    #[serde(default)]
+    video: RawVideo,
+    #[serde(default)]
+    webhooks: RawWebhooks,
+    #[serde(default)]
+    testing: RawTesting,
+    #[serde(default)]
+    channels: Vec<RawChannel>,
+    #[serde(default)]
+    models: Vec<RawModel>,
+    #[serde(default)]
+    video_models: Vec<RawVideoModel>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdmin {
+    listen: String,
+    key: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawLimits {
+    max_body_bytes: u64,
+    stream_idle_timeout_secs: u64,
+    upstream_timeout_secs: u64,
+    connect_timeout_secs: u64,
+    rate_limit_requests: u32,
+    rate_limit_window_secs: u64,
+    group_concurrency: BTreeMap<String, u32>,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 128 * 1024 * 1024,
+            stream_idle_timeout_secs: 300,
+            upstream_timeout_secs: 600,
+            connect_timeout_secs: 10,
+            rate_limit_requests: 360,
+            rate_limit_window_secs: 180,
+            group_concurrency: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawPlugins {
+    call_timeout_ms: u64,
+    max_memory_mib: u64,
+    epoch_tick_ms: u64,
+    max_instances: u32,
+    reload_interval_secs: u64,
+}
+
+impl Default for RawPlugins {
+    fn default() -> Self {
+        Self {
+            call_timeout_ms: 200,
+            max_memory_mib: 64,
+            epoch_tick_ms: 10,
+            max_instances: 1000,
+            reload_interval_secs: 2,
+        }
+    }
+}
+
+/// A CNY amount written either as a TOML string (`"1.40"`, exact) or a number.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+enum Cny {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl Cny {
+    fn to_quota(&self, currency: &Currency, field: &str) -> Result<Quota, ConfigError> {
+        let text = match self {
+            Cny::Text(s) => s.clone(),
+            Cny::Int(i) => i.to_string(),
+            // `{}` prints the shortest text that reads back as the same f64,
+            // which is what the user typed for any sane price.
+            Cny::Float(f) => format!("{f}"),
+        };
+        currency
+            .parse_cny(&text)
+            .map_err(|e| invalid(field, e.to_string()))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawBilling {
+    quota_per_cny: i64,
+    trial_credit_cny: Cny,
+    /// Completion tokens reserved for a chat call that names no `max_tokens`.
+    default_max_tokens: u64,
+}
+
+impl Default for RawBilling {
+    fn default() -> Self {
+        Self {
+            quota_per_cny: 500_000,
+            trial_credit_cny: Cny::Int(5),
+            default_max_tokens: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawVideo {
+    poll_interval_secs: u64,
+    poll_max_backoff_secs: u64,
+    poll_after_ms: u64,
+    task_expiry_secs: i64,
+    download_window_secs: i64,
+    max_downloads: u32,
+    quote_validity_secs: i64,
+    idempotency_window_secs: i64,
+    max_unfinished_per_account: u32,
+    daily_budget_cny: Cny,
+    content_timeout_secs: u64,
+    /// Turns off every model whose name ends in `-test`.
+    disable_test_models: bool,
+}
+
+impl Default for RawVideo {
+    fn default() -> Self {
+        Self {
+            poll_interval_secs: 5,
+            poll_max_backoff_secs: 60,
+            poll_after_ms: 15_000,
+            task_expiry_secs: 6 * 3600,
+            download_window_secs: 24 * 3600,
+            max_downloads: 100,
+            quote_validity_secs: 30 * 60,
+            idempotency_window_secs: 24 * 3600,
+            max_unfinished_per_account: 20,
+            daily_budget_cny: Cny::Int(500),
+            content_timeout_secs: 30,
+            disable_test_models: false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawWebhooks {
+    allow_private_targets: bool,
+    timeout_secs: u64,
+    max_concurrent: usize,
+    retry_schedule_secs: Vec<i64>,
+}
+
+impl Default for RawWebhooks {
+    fn default() -> Self {
+        Self {
+            allow_private_targets: false,
+            timeout_secs: 10,
+            max_concurrent: 16,
+            retry_schedule_secs: vec![30, 120, 600, 3600, 6 * 3600, 24 * 3600],
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawTesting {
+    /// Start the clock at this Unix time and let the admin API move it.
+    manual_clock: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChannel {
+    name: String,
+    adapter: String,
+    base_url: String,
+    #[serde(default)]
+    key: Option<String>,
+    models: Vec<String>,
+    #[serde(default)]
+    model_map: BTreeMap<String, String>,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawModel {
+    name: String,
+    #[serde(default = "default_owner")]
+    owned_by: String,
+    /// CNY per 1M prompt tokens.
+    input_price: Cny,
+    /// CNY per 1M completion tokens (reasoning tokens included).
+    output_price: Cny,
+    /// CNY per 1M cached prompt tokens; defaults to the input price.
+    #[serde(default)]
+    cached_input_price: Option<Cny>,
+    #[serde(default)]
+    default_max_tokens: Option<u64>,
+    #[serde(default)]
+    policies: Vec<String>,
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default = "default_group")]
+    group: String,
+}
+
+fn default_owner() -> String {
+    "gateway".into()
+}
+
+fn default_group() -> String {
+    "default".into()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVideoModel {
+    name: String,
+    /// For an alias: the concrete model it points to. Aliases take their
+    /// durations and resolutions from their target unless given.
+    #[serde(default)]
+    alias_of: Option<String>,
+    price_per_second: Cny,
+    #[serde(default)]
+    durations: Option<[u32; 2]>,
+    #[serde(default)]
+    resolutions: Option<Vec<String>>,
+    #[serde(default = "default_status")]
+    status: String,
+    #[serde(default = "default_owner")]
+    owned_by: String,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn default_status() -> String {
+    "stable".into()
+}
+
+// ---------------------------------------------------------------------------
+// The checked config the host runs on.
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub adapters_dir: PathBuf,
+    pub policies_dir: Option<PathBuf>,
+    pub trusted_proxies: Vec<IpNet>,
+    pub admin: AdminConfig,
+    pub limits: LimitsConfig,
+    pub plugins: PluginConfig,
+    pub currency: Currency,
+    pub trial_credit: Quota,
+    pub default_max_tokens: u64,
+    pub video: VideoConfig,
+    pub webhooks: WebhookConfig,
+    pub manual_clock: bool,
+    pub channels: Vec<ChannelConfig>,
+    pub models: Vec<ModelConfig>,
+    pub video_models: Vec<VideoModelConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    pub key: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct LimitsConfig {
+    pub max_body_bytes: usize,
+    pub stream_idle_timeout: Duration,
+    pub upstream_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub rate_limit_requests: u32,
+    pub rate_limit_window: Duration,
+    /// Group name → most text calls in flight at once; absent or 0 means no cap.
+    pub group_concurrency: HashMap<String, u32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PluginConfig {
+    pub call_timeout: Duration,
+    pub max_memory_bytes: usize,
+    pub epoch_tick: Duration,
+    pub max_instances: u32,
+    /// 0 turns hot reload off.
+    pub reload_interval: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct VideoConfig {
+    pub poll_interval: Duration,
+    pub poll_max_backoff: Duration,
+    pub poll_after_ms: u64,
+    pub task_expiry_secs: i64,
+    pub download_window_secs: i64,
+    pub max_downloads: u32,
+    pub quote_validity_secs: i64,
+    pub idempotency_window_secs: i64,
+    pub max_unfinished_per_account: u32,
+    pub daily_budget: Quota,
+    pub content_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub allow_private_targets: bool,
+    pub timeout: Duration,
+    pub max_concurrent: usize,
+    pub retry_schedule_secs: Vec<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    pub name: String,
+    pub adapter: String,
+    /// Without a trailing slash; adapters append paths that start with `/`.
+    pub base_url: String,
+    /// The resolved secret; never logged, never shown to guests.
+    pub key: Option<String>,
+    pub models: Vec<String>,
+    pub model_map: HashMap<String, String>,
+    pub priority: i32,
+}
+
+impl ChannelConfig {
+    pub fn upstream_model<'a>(&'a self, model: &'a str) -> &'a str {
+        self.model_map
+            .get(model)
+            .map(String::as_str)
+            .unwrap_or(model)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    pub name: String,
+    pub owned_by: String,
+    /// Quota units per 1M tokens.
+    pub input_price: Quota,
+    pub output_price: Quota,
+    pub cached_input_price: Quota,
+    pub default_max_tokens: Option<u64>,
+    pub policies: Vec<String>,
+    pub group: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct VideoModelConfig {
+    pub name: String,
+    pub alias_of: Option<String>,
+    /// Quota units per second.
+    pub price_per_second: Quota,
+    pub min_seconds: u32,
+    pub max_seconds: u32,
+    pub resolutions: Vec<String>,
+    pub status: String,
+    pub owned_by: String,
+}
+
+impl VideoModelConfig {
+    /// The concrete model the upstream knows.
+    pub fn concrete(&self) -> &str {
+        self.alias_of.as_deref().unwrap_or(&self.name)
+    }
+}
+
+impl Config {
+    /// Reads, parses and checks the file. Relative paths inside it are taken
+    /// relative to the file's own folder.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Self::from_toml(&text, &base, &|name| std::env::var(name).ok()).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses config text; `env` resolves `env:VAR` secrets (injected for tests).
+    pub fn from_toml(
+        text: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: "<config>".into(),
+            message: e.to_string(),
+        })?;
+        resolve(raw, base, env)
+    }
+}
+
+fn parse_addr(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse()
+        .map_err(|_| invalid(field, format!("`{text}` is not an IP:port address")))
+}
+
+fn secret(
+    field: &str,
+    value: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
+    match value.strip_prefix("env:") {
+        Some(var) => match env(var) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(invalid(
+                field,
+                format!("environment variable `{var}` is not set"),
+            )),
+        },
+        None => Ok(value.to_string()),
+    }
+}
+
+fn positive(field: &str, v: u64) -> Result<u64, ConfigError> {
+    if v == 0 {
+        Err(invalid(field, "must be greater than 0"))
+    } else {
+        Ok(v)
+    }
+}
+
+fn resolve(
+    raw: RawConfig,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let abs = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base.join(p)
+        }
+    };
+    let listen = parse_addr("listen", &raw.listen)?;
+    let admin_listen = parse_addr("admin.listen", &raw.admin.listen)?;
+    if !admin_listen.ip().is_loopback() {
+        return Err(invalid(
+            "admin.listen",
+            "the admin API must listen on a loopback address (127.0.0.1 or ::1)",
+        ));
+    }
+    let admin_key = secret("admin.key", &raw.admin.key, env)?;
+    if admin_key.len() < 16 {
+        return Err(invalid("admin.key", "must be at least 16 characters"));
+    }
+
+    let trusted_proxies = raw
+        .trusted_proxies
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parse::<IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    invalid(
+                        format!("trusted_proxies[{i}]"),
+                        format!("`{s}` is not an IP or CIDR"),
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let l = raw.limits;
+    let limits = LimitsConfig {
+        max_body_bytes: usize::try_from(positive("limits.max_body_bytes", l.max_body_bytes)?)
+            .map_err(|_| invalid("limits.max_body_bytes", "too large"))?,
+        stream_idle_timeout: Duration::from_secs(positive(
+            "limits.stream_idle_timeout_secs",
+            l.stream_idle_timeout_secs,
+        )?),
+        upstream_timeout: Duration::from_secs(positive(
+            "limits.upstream_timeout_secs",
+            l.upstream_timeout_secs,
+        )?),
+        connect_timeout: Duration::from_secs(positive(
+            "limits.connect_timeout_secs",
+            l.connect_timeout_secs,
+        )?),
+        rate_limit_requests: positive("limits.rate_limit_requests", l.rate_limit_requests.into())?
+            as u32,
+        rate_limit_window: Duration::from_secs(positive(
+            "limits.rate_limit_window_secs",
+            l.rate_limit_window_secs,
+        )?),
+        group_concurrency: l.group_concurrency.into_iter().collect(),
+    };
+
+    let p = raw.plugins;
+    let plugins = PluginConfig {
+        call_timeout: Duration::from_millis(positive(
+            "plugins.call_timeout_ms",
+            p.call_timeout_ms,
+        )?),
+        max_memory_bytes: (positive("plugins.max_memory_mib", p.max_memory_mib)? as usize)
+            .saturating_mul(1024 * 1024),
+        epoch_tick: Duration::from_millis(positive("plugins.epoch_tick_ms", p.epoch_tick_ms)?),
+        max_instances: positive("plugins.max_instances", p.max_instances.into())? as u32,
+        reload_interval: Duration::from_secs(p.reload_interval_secs),
+    };
+    if plugins.call_timeout < plugins.epoch_tick {
+        return Err(invalid(
+            "plugins.call_timeout_ms",
+            "must be at least plugins.epoch_tick_ms",
+        ));
+    }
+
+    if raw.billing.quota_per_cny <= 0 {
+        return Err(invalid("billing.quota_per_cny", "must be greater than 0"));
+    }
+    let currency = Currency::new(raw.billing.quota_per_cny);
+    let trial_credit = raw
+        .billing
+        .trial_credit_cny
+        .to_quota(&currency, "billing.trial_credit_cny")?;
+
+    let v = raw.video;
+    let video = VideoConfig {
+        poll_interval: Duration::from_secs(positive(
+            "video.poll_interval_secs",
+            v.poll_interval_secs,
+        )?),
+        poll_max_backoff: Duration::from_secs(positive(
+            "video.poll_max_backoff_secs",
+            v.poll_max_backoff_secs,
+        )?),
+        poll_after_ms: v.poll_after_ms,
+        task_expiry_secs: v.task_expiry_secs,
+        download_window_secs: v.download_window_secs,
+        max_downloads: v.max_downloads,
+        quote_validity_secs: v.quote_validity_secs,
+        idempotency_window_secs: v.idempotency_window_secs,
+        max_unfinished_per_account: v.max_unfinished_per_account,
+        daily_budget: v
+            .daily_budget_cny
+            .to_quota(&currency, "video.daily_budget_cny")?,
+        content_timeout: Duration::from_secs(positive(
+            "video.content_timeout_secs",
+            v.content_timeout_secs,
+        )?),
+    };
+
+    let w = raw.webhooks;
+    if w.retry_schedule_secs.iter().any(|s| *s <= 0) {
+        return Err(invalid(
+            "webhooks.retry_schedule_secs",
+            "every delay must be greater than 0",
+        ));
+    }
+    let webhooks = WebhookConfig {
+        allow_private_targets: w.allow_private_targets,
+        timeout: Duration::from_secs(positive("webhooks.timeout_secs", w.timeout_secs)?),
+        max_concurrent: positive("webhooks.max_concurrent", w.max_concurrent as u64)? as usize,
+        retry_schedule_secs: w.retry_schedule_secs,
+    };
+
+    let mut models = Vec::new();
+    let mut model_names = HashSet::new();
+    for (i, m) in raw.models.into_iter().enumerate() {
+        let f = |k: &str| format!("models[{i}].{k}");
+        if m.name.trim().is_empty() {
+            return Err(invalid(f("name"), "must not be empty"));
+        }
+        if !model_names.insert(m.name.clone()) {
+            return Err(invalid(
+                f("name"),
+                format!("model `{}` is listed twice", m.name),
+            ));
+        }
+        if !m.enabled {
+            continue;
+        }
+        let input_price = m.input_price.to_quota(&currency, &f("input_price"))?;
+        models.push(ModelConfig {
+            owned_by: m.owned_by,
+            output_price: m.output_price.to_quota(&currency, &f("output_price"))?,
+            cached_input_price: match &m.cached_input_price {
+                Some(c) => c.to_quota(&currency, &f("cached_input_price"))?,
+                None => input_price,
+            },
+            input_price,
+            default_max_tokens: m.default_max_tokens,
+            policies: m.policies,
+            group: m.group,
+            name: m.name,
+        });
+    }
+
+    let video_models = resolve_video_models(
+        raw.video_models,
+        &currency,
+        v.disable_test_models,
+        &mut model_names,
+    )?;
+
+    let mut channels = Vec::new();
+    let mut channel_names = HashSet::new();
+    for (i, c) in raw.channels.into_iter().enumerate() {
+        let f = |k: &str| format!("channels[{i}].{k}");
+        if !channel_names.insert(c.name.clone()) {
+            return Err(invalid(
+                f("name"),
+                format!("channel `{}` is listed twice", c.name),
+            ));
+        }
+        let url = reqwest::Url::parse(&c.base_url)
+            .map_err(|e| invalid(f("base_url"), format!("`{}` is not a URL: {e}", c.base_url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(f("base_url"), "must be an http:// or https:// URL"));
+        }
+        if c.models.is_empty() {
+            return Err(invalid(f("models"), "must list at least one model"));
+        }
+        for m in &c.models {
+            if !model_names.contains(m) {
+                return Err(invalid(
+                    f("models"),
+                    format!("model `{m}` is not defined under [[models]] or [[video_models]]"),
+                ));
+            }
+        }
+        for k in c.model_map.keys() {
+            if !c.models.contains(k) {
+                return Err(invalid(
+                    f("model_map"),
+                    format!("`{k}` is mapped but not listed in this channel's models"),
+                ));
+            }
+        }
+        if !c.enabled {
+            continue;
+        }
+        channels.push(ChannelConfig {
+            key: c
+                .key
+                .as_deref()
+                .map(|k| secret(&f("key"), k, env))
+                .transpose()?,
+            base_url: c.base_url.trim_end_matches('/').to_string(),
+            name: c.name,
+            adapter: c.adapter,
+            models: c.models,
+            model_map: c.model_map.into_iter().collect(),
+            priority: c.priority,
+        });
+    }
+
+    Ok(Config {
+        listen,
+        data_dir: abs(&raw.data_dir),
+        adapters_dir: abs(&raw.adapters_dir),
+        policies_dir: raw.policies_dir.as_deref().map(abs),
+        trusted_proxies,
+        admin: AdminConfig {
+            listen: admin_listen,
+            key: admin_key,
+        },
+        limits,
+        plugins,
+        currency,
+        trial_credit,
+        default_max_tokens: positive("billing.default_max_tokens", raw.billing.default_max_tokens)?,
+        video,
+        webhooks,
+        manual_clock: raw.testing.manual_clock,
+        channels,
+        models,
+        video_models,
+    })
+}
+
+fn resolve_video_models(
+    raw: Vec<RawVideoModel>,
+    currency: &Currency,
+    disable_test_models: bool,
+    names: &mut HashSet<String>,
+) -> Result<Vec<VideoModelConfig>, ConfigError> {
+    let by_name: HashMap<String, usize> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.name.clone(), i))
+        .collect();
+    let mut out = Vec::new();
+    for (i, m) in raw.iter().enumerate() {
+        let f = |k: &str| format!("video_models[{i}].{k}");
+        if !names.insert(m.name.clone()) {
+            return Err(invalid(
+                f("name"),
+                format!("model `{}` is listed twice", m.name),
+            ));
+        }
+        if !matches!(m.status.as_str(), "stable" | "preview") {
+            return Err(invalid(f("status"), "must be `stable` or `preview`"));
+        }
+        let target = match &m.alias_of {
+            Some(t) => {
+                let ti = *by_name
+                    .get(t)
+                    .ok_or_else(|| invalid(f("alias_of"), format!("`{t}` is not a video model")))?;
+                if raw[ti].alias_of.is_some() {
+                    return Err(invalid(
+                        f("alias_of"),
+                        "an alias must point at a concrete model",
+                    ));
+                }
+                Some(&raw[ti])
+            }
+            None => None,
+        };
+        let durations = m
+            .durations
+            .or(target.and_then(|t| t.durations))
+            .ok_or_else(|| invalid(f("durations"), "a concrete model needs [min, max] seconds"))?;
+        if durations[0] == 0 || durations[0] > durations[1] {
+            return Err(invalid(
+                f("durations"),
+                "must be [min, max] with 0 < min <= max",
+            ));
+        }
+        let resolutions = m
+            .resolutions
+            .clone()
+            .or_else(|| target.and_then(|t| t.resolutions.clone()))
+            .ok_or_else(|| invalid(f("resolutions"), "a concrete model needs its resolutions"))?;
+        for r in &resolutions {
+            if crate::video::size::parse_size(r).is_none() {
+                return Err(invalid(
+                    f("resolutions"),
+                    format!("`{r}` is not WIDTHxHEIGHT"),
+                ));
+            }
+        }
+        let is_test = |n: &str| n.ends_with("-test");
+        let off = !m.enabled
+            || !target.map(|t| t.enabled).unwrap_or(true)
+            || (disable_test_models
+                && (is_test(&m.name) || target.map(|t| is_test(&t.name)).unwrap_or(false)));
+        if off {
+            continue;
+        }
+        out.push(VideoModelConfig {
+            name: m.name.clone(),
+            alias_of: m.alias_of.clone(),
+            price_per_second: m
+                .price_per_second
+                .to_quota(currency, &f("price_per_second"))?,
+            min_seconds: durations[0],
+            max_seconds: durations[1],
+            resolutions,
+            status: m.status.clone(),
+            owned_by: m.owned_by.clone(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+adapters_dir = "adapters"
+[admin]
+listen = "127.0.0.1:0"
+key = "env:ADMIN_KEY"
+[[models]]
+name = "m1"
+input_price = "1.10"
+output_price = 4.4
+[[channels]]
+name = "c1"
+adapter = "openai"
+base_url = "http://127.0.0.1:9/v1/"
+key = "env:VENDOR_KEY"
+models = ["m1"]
+model_map = { m1 = "upstream-m1" }
+"#;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "ADMIN_KEY" => Some("admin-key-0123456789".into()),
+            "VENDOR_KEY" => Some("sk-vendor".into()),
+            _ => None,
+        }
+    }
+
+    fn err_of(text: &str) -> String {
+        Config::from_toml(text, Path::new("/cfg"), &env)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn minimal_config_resolves() {
+        let c = Config::from_toml(MINIMAL, Path::new("/cfg"), &env).unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/cfg/data"));
+        assert_eq!(c.models[0].input_price, 550_000);
+        assert_eq!(c.models[0].output_price, 2_200_000);
+        assert_eq!(c.models[0].cached_input_price, 550_000);
+        assert_eq!(c.channels[0].base_url, "http://127.0.0.1:9/v1");
+        assert_eq!(c.channels[0].key.as_deref(), Some("sk-vendor"));
+        assert_eq!(c.channels[0].upstream_model("m1"), "upstream-m1");
+        assert_eq!(c.trial_credit, 2_500_000);
+        assert_eq!(c.limits.rate_limit_requests, 360);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        assert!(
+            err_of(&MINIMAL.replace("127.0.0.1:9/v1/", "nope")).contains("channels[0].base_url")
+        );
+        assert!(
+            err_of(&MINIMAL.replace("env:VENDOR_KEY", "env:MISSING")).contains("channels[0].key")
+        );
+        assert!(
+            err_of(&MINIMAL.replace("output_price = 4.4", "output_price = \"x\""))
+                .contains("models[0].output_price")
+        );
+        assert!(
+            err_of(&MINIMAL.replace("models = [\"m1\"]", "models = [\"m2\"]"))
+                .contains("channels[0].models")
+        );
+        let admin = MINIMAL.replace(
+            "listen = \"127.0.0.1:0\"\nkey",
+            "listen = \"0.0.0.0:1\"\nkey",
+        );
+        assert!(err_of(&admin).contains("admin.listen"));
+        assert!(err_of(&format!("{MINIMAL}\nbogus = 1")).contains("bogus"));
+    }
+}

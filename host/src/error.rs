@@ -1,0 +1,331 @@
+//! Every error a client can see, and the one place that turns it into HTTP.
+//!
+//! Handlers return `Result<_, ApiError>`. Rendering follows spec §7.1:
+//! envelope 1 `{error: {code, message, type}}` for everything, except gateway
+//! validation of video requests, which uses envelope 2 `{code, message, data}`
+//! with the stable code inside the message. Every message ends with
+//! `(request id: <id>)`; the id comes from the task-local set by the
+//! request-id middleware, so code that raises an error never has to thread it.
+//!
+//! Use a specific variant when the client can act on the difference (a code
+//! from the spec's list); use `Internal` only for our own bugs and storage
+//! failures — it is logged with its detail and shown to the client without it.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+tokio::task_local! {
+    /// The id of the request being served, for error messages.
+    pub static REQUEST_ID: String;
+}
+
+/// The current request's id, or `-` outside a request.
+pub fn current_request_id() -> String {
+    REQUEST_ID
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| "-".into())
+}
+
+/// Marks a response whose body is already a gateway envelope, so the
+/// middleware that wraps stray framework errors leaves it alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Enveloped;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("Invalid token")]
+    InvalidToken,
+    #[error("model `{0}` is not allowed for this token")]
+    TokenModelDenied(String),
+    #[error("client address {0} is not in this token's IP whitelist")]
+    TokenIpDenied(String),
+    #[error("this token's quota of {limit_cny} CNY is used up ({used_cny} CNY spent)")]
+    TokenQuotaExhausted { limit_cny: String, used_cny: String },
+    #[error("insufficient balance: this call must reserve {required_cny} CNY ({required} quota) but the account holds {balance_cny} CNY ({balance} quota)")]
+    InsufficientQuota {
+        required: i64,
+        required_cny: String,
+        balance: i64,
+        balance_cny: String,
+    },
+    #[error("model `{0}` does not exist or is not enabled")]
+    ModelNotFound(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("too many requests from {ip}: the limit is {limit} per {window_secs} s; retry after {retry_after_secs} s")]
+    RateLimited {
+        ip: String,
+        limit: u32,
+        window_secs: u64,
+        retry_after_secs: u64,
+    },
+    #[error("group `{group}` already has {limit} text calls in flight; retry shortly")]
+    GroupConcurrency { group: String, limit: u32 },
+    #[error("no available channel for model `{0}`")]
+    NoChannel(String),
+    /// A vendor error, already mapped to gateway terms by the adapter.
+    #[error("{message}")]
+    Upstream {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("the upstream did not answer within {0} s")]
+    UpstreamTimeout(u64),
+    #[error("the upstream could not be reached: {0}")]
+    UpstreamUnreachable(String),
+    /// A guest component failed (trap, deadline, memory, invalid output).
+    #[error("the adapter failed: {0}")]
+    Adapter(String),
+    #[error("request body exceeds the limit of {0} bytes")]
+    BodyTooLarge(usize),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+
+    // --- video (spec §7.3) ---------------------------------------------------
+    /// Gateway validation of a video request: envelope 2, the stable code
+    /// (`invalid_duration`, ...) at the start of the message.
+    #[error("{code}: {message}")]
+    VideoValidation { code: &'static str, message: String },
+    #[error("{code}: {message}")]
+    Quote {
+        status: u16,
+        code: &'static str,
+        message: String,
+        extra: Map<String, Value>,
+    },
+    #[error("Idempotency-Key was already used with a different request body")]
+    IdempotencyKeyReuse,
+    #[error("{0}")]
+    IdempotencyInFlight(String),
+    #[error("this account already has {current} unfinished video tasks (limit {limit})")]
+    UserConcurrencyLimit { current: u32, limit: u32 },
+    #[error("this submission would bring today's video spend to {would_be_cny} CNY, over the daily budget of {limit_cny} CNY (spent so far: {spent_cny} CNY)")]
+    DailyBudgetExceeded {
+        spent_cny: String,
+        would_be_cny: String,
+        limit_cny: String,
+    },
+    #[error("{0}")]
+    ArtifactGone(String),
+    #[error("fetching the video from the upstream failed: the upstream refused the gateway's credentials")]
+    ArtifactUpstreamAuth,
+    #[error("fetching the video from the upstream timed out")]
+    ArtifactUpstreamTimeout,
+    #[error("the upstream video service offers no way to cancel a task; the task keeps running and is billed only if it completes")]
+    CancelUnsupported,
+
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        let code = match self {
+            InvalidRequest(_) | VideoValidation { .. } => 400,
+            InvalidToken => 401,
+            InsufficientQuota { .. } => 402,
+            TokenModelDenied(_) | TokenIpDenied(_) | TokenQuotaExhausted { .. } => 403,
+            ModelNotFound(_) | NotFound(_) => 404,
+            MethodNotAllowed(_) => 405,
+            IdempotencyKeyReuse | IdempotencyInFlight(_) => 409,
+            ArtifactGone(_) => 410,
+            BodyTooLarge(_) => 413,
+            RateLimited { .. }
+            | GroupConcurrency { .. }
+            | UserConcurrencyLimit { .. }
+            | DailyBudgetExceeded { .. } => 429,
+            Internal(_) => 500,
+            CancelUnsupported => 501,
+            Adapter(_)
+            | UpstreamUnreachable(_)
+            | ArtifactUpstreamAuth
+            | ArtifactUpstreamTimeout => 502,
+            NoChannel(_) => 503,
+            UpstreamTimeout(_) => 504,
+            Upstream { status, .. } => *status,
+            Quote { status, .. } => *status,
+        };
+        StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+    }
+
+    /// The stable code from spec §7.2 (or our own, for gateway-only cases).
+    pub fn code(&self) -> &str {
+        use ApiError::*;
+        match self {
+            InvalidRequest(_) => "invalid_request",
+            InvalidToken => "invalid_api_key",
+            TokenModelDenied(_) => "token_model_denied",
+            TokenIpDenied(_) => "token_ip_denied",
+            TokenQuotaExhausted { .. } => "token_quota_exhausted",
+            InsufficientQuota { .. } => "insufficient_user_quota",
+            ModelNotFound(_) => "model_not_found",
+            NotFound(_) => "not_found",
+            RateLimited { .. } => "rate_limit_exceeded",
+            GroupConcurrency { .. } => "group_concurrency_limit",
+            NoChannel(_) => "no_available_channel",
+            Upstream { code, .. } => code,
+            UpstreamTimeout(_) => "upstream_timeout",
+            UpstreamUnreachable(_) => "upstream_unreachable",
+            Adapter(_) => "adapter_error",
+            BodyTooLarge(_) => "request_too_large",
+            MethodNotAllowed(_) => "method_not_allowed",
+            VideoValidation { code, .. } => code,
+            Quote { code, .. } => code,
+            IdempotencyKeyReuse => "idempotency_key_reuse",
+            IdempotencyInFlight(_) => "idempotency_key_in_flight",
+            UserConcurrencyLimit { .. } => "user_concurrency_limit",
+            DailyBudgetExceeded { .. } => "daily_budget_exceeded",
+            ArtifactGone(_) => "artifact_gone",
+            ArtifactUpstreamAuth => "artifact_upstream_auth_failed",
+            ArtifactUpstreamTimeout => "artifact_upstream_timeout",
+            CancelUnsupported => "upstream_cancel_unsupported",
+            Internal(_) => "internal_error",
+        }
+    }
+
+    fn error_type(&self) -> &'static str {
+        match self.status().as_u16() {
+            400 | 404 | 405 | 409 | 410 | 413 => "invalid_request_error",
+            401 => "authentication_error",
+            402 => "insufficient_quota",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            501 => "not_implemented_error",
+            500 => "server_error",
+            _ => "upstream_error",
+        }
+    }
+
+    /// What the client reads. Internal details stay in the log.
+    fn public_message(&self) -> String {
+        match self {
+            ApiError::Internal(_) => "internal error; the request was not completed".into(),
+            other => other.to_string(),
+        }
+    }
+
+    /// Fields the spec asks for beside code and message (current values of a
+    /// cap, old and new price of a quote, ...).
+    fn extra(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        match self {
+            ApiError::InsufficientQuota {
+                required, balance, ..
+            } => {
+                m.insert("required_quota".into(), json!(required));
+                m.insert("balance_quota".into(), json!(balance));
+            }
+            ApiError::UserConcurrencyLimit { current, limit } => {
+                m.insert("current".into(), json!(current));
+                m.insert("limit".into(), json!(limit));
+            }
+            ApiError::DailyBudgetExceeded {
+                spent_cny,
+                would_be_cny,
+                limit_cny,
+            } => {
+                m.insert(
+                    "spent_today".into(),
+                    json!(spent_cny.parse::<f64>().unwrap_or(0.0)),
+                );
+                m.insert(
+                    "would_be".into(),
+                    json!(would_be_cny.parse::<f64>().unwrap_or(0.0)),
+                );
+                m.insert(
+                    "limit".into(),
+                    json!(limit_cny.parse::<f64>().unwrap_or(0.0)),
+                );
+            }
+            ApiError::Quote { extra, .. } => m.extend(extra.clone()),
+            _ => {}
+        }
+        m
+    }
+
+    fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        match self {
+            ApiError::RateLimited {
+                retry_after_secs, ..
+            } => vec![(
+                axum::http::header::RETRY_AFTER,
+                HeaderValue::from(*retry_after_secs),
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The JSON body, with the request id appended to the message.
+    pub fn body(&self, request_id: &str) -> Value {
+        let message = format!("{} (request id: {request_id})", self.public_message());
+        if matches!(self, ApiError::VideoValidation { .. }) {
+            // Envelope 2: a generic top-level code; the stable one leads the message.
+            return json!({ "code": "invalid_parameters", "message": message, "data": null });
+        }
+        let mut err = Map::new();
+        err.insert("code".into(), json!(self.code()));
+        err.insert("message".into(), json!(message));
+        err.insert("type".into(), json!(self.error_type()));
+        err.extend(self.extra());
+        json!({ "error": err })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let request_id = current_request_id();
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(request_id = %request_id, "internal error: {detail}");
+        }
+        let mut resp = (self.status(), axum::Json(self.body(&request_id))).into_response();
+        for (k, v) in self.headers() {
+            resp.headers_mut().insert(k, v);
+        }
+        resp.extensions_mut().insert(Enveloped);
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_envelope_ends_with_request_id() {
+        let b = ApiError::InvalidToken.body("req_1");
+        assert_eq!(b["error"]["code"], "invalid_api_key");
+        assert_eq!(b["error"]["type"], "authentication_error");
+        assert_eq!(b["error"]["message"], "Invalid token (request id: req_1)");
+    }
+
+    #[test]
+    fn video_validation_uses_envelope_two() {
+        let e = ApiError::VideoValidation {
+            code: "invalid_duration",
+            message: "seconds must be 4 to 12".into(),
+        };
+        let b = e.body("r");
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(b["code"], "invalid_parameters");
+        assert!(b["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid_duration:"));
+        assert!(b["data"].is_null());
+    }
+
+    #[test]
+    fn internal_detail_is_not_shown() {
+        let b = ApiError::Internal("disk on fire at /var/x".into()).body("r");
+        assert!(!b["error"]["message"].as_str().unwrap().contains("/var/x"));
+    }
+}

@@ -1,0 +1,28 @@
+//! The gateway: one base URL and one token scheme in front of many AI vendors,
+//! with every vendor translation in a sandboxed WebAssembly component.
+//!
+//! Where things are decided:
+//! - `config`: the TOML file, checked. `server`: assembly and listeners.
+//! - `api`: routes, middleware, the admin API. `error`: every client-visible error.
+//! - `auth`: keys and token controls. `limits`: rate and concurrency limits.
+//! - `billing`: prices, quota arithmetic, holds. `store`: durable state (redb).
+//! - `plugins`: the wasmtime sandbox, component registry, guest calls.
+//! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
+//! - `video`: the asynchronous video API. `clock`: injectable time.
+
+pub mod admin_cli;
+pub mod api;
+pub mod auth;
+pub mod billing;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod limits;
+pub mod plugins;
+pub mod relay;
+pub mod server;
+pub mod sse;
+pub mod state;
+pub mod store;
+pub mod video;

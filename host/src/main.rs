@@ -1,0 +1,127 @@
+//! The `gateway` binary: `serve`, `check-config`, and `admin` (a client of the
+//! loopback admin API; a running gateway owns its database file, so admin
+//! commands go through it rather than opening the file).
+
+use clap::{Parser, Subcommand};
+use gateway::admin_cli::{self, AdminArgs};
+use gateway::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "gateway",
+    version,
+    about = "AI API gateway: one base URL for many vendors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Serve {
+        #[arg(long, short, default_value = "gateway.toml", env = "GATEWAY_CONFIG")]
+        config: PathBuf,
+    },
+    /// Check a config file and exit (non-zero, naming the field, if invalid).
+    CheckConfig {
+        #[arg(long, short, default_value = "gateway.toml", env = "GATEWAY_CONFIG")]
+        config: PathBuf,
+    },
+    /// Manage accounts, tokens and plugins of a running gateway.
+    Admin(AdminArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { config } => match Config::load(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Admin(args) => admin_cli::run(args),
+        Command::Serve { config } => {
+            init_logging();
+            let config = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let rt = match tokio::runtime::Runtime::new() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(serve(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let running = gateway::server::start(config, None).await?;
+    let stopped = running.stop_token();
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+        _ = stopped.cancelled() => {}
+    }
+    // Streams in flight get a moment to finish; then we go regardless.
+    if tokio::time::timeout(std::time::Duration::from_secs(10), running.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections were still open after 10 s; exiting anyway");
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,402 @@
+//! Finding, compiling, checking and (re)loading guest components.
+//!
+//! Every `*.wasm` file in the adapters and policies folders is compiled once;
+//! the native code is cached in `<data_dir>/plugin-cache/`, keyed by the
+//! SHA-256 of the file and the engine's compatibility hash, so a restart or a
+//! reload of an unchanged file costs a file read, not a compilation. Each
+//! component is linked once into an `InstancePre`; requests instantiate from
+//! it into a fresh store.
+//!
+//! A component is refused, with a log line saying why, when it exports no
+//! world of ours, was built against another version of the WIT package,
+//! imports anything beyond the log and the WASI interfaces Rust's std needs,
+//! fails `describe`, or reuses a name already loaded. A refused file never
+//! stops the gateway; the rest keep serving.
+
+use super::bindings::adapter::exports::gateway::plugin::adapter::Descriptor;
+use super::bindings::adapter::VendorAdapterPre;
+use super::bindings::policy::ModelPolicyPre;
+use super::bindings::types::{AuthScheme, Protocol};
+use super::bindings::video::VideoVendorPre;
+use super::sandbox::{guarded, Sandbox};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+use wasmtime::component::Component;
+
+/// The WIT package version this host implements. Components must export our
+/// interfaces at a version with the same major (and, before 1.0, minor).
+pub const WIT_PACKAGE: &str = "gateway:plugin";
+pub const WIT_VERSION: (u64, u64, u64) = (0, 1, 0);
+
+/// WASI interfaces a guest may import: what Rust's wasm32-wasip2 std links
+/// against. Sockets and HTTP are deliberately absent.
+const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
+    "gateway:plugin/log@",
+    "gateway:plugin/types@",
+    "wasi:io/",
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:filesystem/",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginKind {
+    Adapter,
+    Video,
+    Policy,
+}
+
+/// What every loaded component has in common.
+#[derive(Debug, Clone)]
+pub struct PluginInfo {
+    pub name: Arc<str>,
+    pub version: String,
+    pub kind: PluginKind,
+    pub source: PathBuf,
+    pub sha256: String,
+}
+
+pub struct AdapterPlugin {
+    pub info: PluginInfo,
+    pub vendor_protocol: String,
+    pub client_protocols: Vec<Protocol>,
+    pub auth: AuthScheme,
+    pub pre: VendorAdapterPre<super::sandbox::GuestState>,
+}
+
+pub struct VideoPlugin {
+    pub info: PluginInfo,
+    pub auth: AuthScheme,
+    pub pre: VideoVendorPre<super::sandbox::GuestState>,
+}
+
+pub struct PolicyPlugin {
+    pub info: PluginInfo,
+    pub summary: String,
+    pub pre: ModelPolicyPre<super::sandbox::GuestState>,
+}
+
+/// One consistent set of loaded components. Replaced as a whole on reload;
+/// requests in flight keep the set they started with.
+#[derive(Default)]
+pub struct Registry {
+    pub adapters: HashMap<String, Arc<AdapterPlugin>>,
+    pub video: HashMap<String, Arc<VideoPlugin>>,
+    pub policies: HashMap<String, Arc<PolicyPlugin>>,
+    /// Files as last scanned: (path, size, modified), to notice changes.
+    pub(crate) scan: Vec<(PathBuf, u64, Option<SystemTime>)>,
+}
+
+impl Registry {
+    pub fn infos(&self) -> Vec<PluginInfo> {
+        let mut v: Vec<PluginInfo> = self
+            .adapters
+            .values()
+            .map(|p| p.info.clone())
+            .chain(self.video.values().map(|p| p.info.clone()))
+            .chain(self.policies.values().map(|p| p.info.clone()))
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+}
+
+/// Lists `*.wasm` files (sorted, so load order and duplicate handling are
+/// deterministic) with their size and modification time.
+pub(crate) fn scan(dirs: &[&Path]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().and_then(|x| x.to_str()) != Some("wasm") {
+                continue;
+            }
+            if let Ok(meta) = e.metadata() {
+                if meta.is_file() {
+                    out.push((path, meta.len(), meta.modified().ok()));
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn engine_key(sandbox: &Sandbox) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    sandbox.engine.precompile_compatibility_hash().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// Compiles a component, or loads its cached native code.
+fn compile(
+    engine: &wasmtime::Engine,
+    engine_key: &str,
+    cache_dir: &Path,
+    bytes: &[u8],
+    sha: &str,
+) -> anyhow::Result<Component> {
+    let cached = cache_dir.join(format!("{sha}-{engine_key}.cwasm"));
+    if cached.is_file() {
+        // SAFETY: files in the cache folder are written only by this host
+        // (below), from components it compiled itself with this engine's
+        // settings; the name carries the engine's compatibility hash.
+        match unsafe { Component::deserialize_file(engine, &cached) } {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::warn!(
+                "plugin cache entry {} unusable ({e}); recompiling",
+                cached.display()
+            ),
+        }
+    }
+    let native = engine.precompile_component(bytes)?;
+    std::fs::create_dir_all(cache_dir)?;
+    let tmp = cache_dir.join(format!(".{sha}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, &native)?;
+    std::fs::rename(&tmp, &cached)?;
+    // SAFETY: as above — we just wrote this file from our own compilation.
+    Ok(unsafe { Component::deserialize_file(engine, &cached)? })
+}
+
+/// Which of our worlds the component exports, with the version checked.
+fn detect_kind(sandbox: &Sandbox, component: &Component) -> Result<PluginKind, String> {
+    let ty = component.component_type();
+    let mut found = None;
+    for (name, _) in ty.exports(&sandbox.engine) {
+        let Some(rest) = name.strip_prefix(&format!("{WIT_PACKAGE}/")) else {
+            continue;
+        };
+        let (iface, version) = rest.split_once('@').unwrap_or((rest, ""));
+        let kind = match iface {
+            "adapter" => PluginKind::Adapter,
+            "video-adapter" => PluginKind::Video,
+            "policy" => PluginKind::Policy,
+            _ => continue,
+        };
+        check_version(version).map_err(|v| {
+            format!(
+                "exports {WIT_PACKAGE}/{iface}@{v}, but this host implements @{}.{}.{}",
+                WIT_VERSION.0, WIT_VERSION.1, WIT_VERSION.2
+            )
+        })?;
+        if found.replace(kind).is_some() {
+            return Err(
+                "exports more than one gateway world; build one component per world".into(),
+            );
+        }
+    }
+    let kind = found.ok_or_else(|| {
+        format!("exports none of {WIT_PACKAGE}/adapter, /video-adapter or /policy")
+    })?;
+    for (name, _) in ty.imports(&sandbox.engine) {
+        if !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)) {
+            return Err(format!("imports `{name}`, which guests are not granted"));
+        }
+        if let Some(v) = name
+            .strip_prefix(&format!("{WIT_PACKAGE}/"))
+            .and_then(|r| r.split_once('@'))
+        {
+            check_version(v.1).map_err(|v| {
+                format!("imports {WIT_PACKAGE} at @{v}, this host implements @0.1.x")
+            })?;
+        }
+    }
+    Ok(kind)
+}
+
+fn check_version(v: &str) -> Result<(), String> {
+    let parts: Vec<u64> = v.split('.').filter_map(|p| p.parse().ok()).collect();
+    let ok = match parts.as_slice() {
+        [maj, min, _] if *maj == 0 => *maj == WIT_VERSION.0 && *min == WIT_VERSION.1,
+        [maj, _, _] => *maj == WIT_VERSION.0,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(v.to_string())
+    }
+}
+
+enum Loaded {
+    Adapter(AdapterPlugin),
+    Video(VideoPlugin),
+    Policy(PolicyPlugin),
+}
+
+async fn load_one(sandbox: &Sandbox, cache_dir: &Path, path: &Path) -> Result<Loaded, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let sha = hex::encode(Sha256::digest(&bytes));
+    let component = {
+        // Compilation is seconds of CPU; keep it off the async workers.
+        let (engine, key, cache, sha) = (
+            sandbox.engine.clone(),
+            engine_key(sandbox),
+            cache_dir.to_path_buf(),
+            sha.clone(),
+        );
+        tokio::task::spawn_blocking(move || compile(&engine, &key, &cache, &bytes, &sha))
+            .await
+            .map_err(|e| format!("compilation aborted: {e}"))?
+            .map_err(|e| format!("not a valid component: {e:#}"))?
+    };
+    let kind = detect_kind(sandbox, &component)?;
+    let pre = sandbox
+        .linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("cannot be linked: {e:#}"))?;
+    let file_name: Arc<str> = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .into();
+    let mut store = sandbox.new_store(file_name, "load");
+    let info = |name: String, version: String| PluginInfo {
+        name: name.into(),
+        version,
+        kind,
+        source: path.to_path_buf(),
+        sha256: sha.clone(),
+    };
+    let fail = |e: super::sandbox::GuestFailure| format!("describe failed: {e}");
+    match kind {
+        PluginKind::Adapter => {
+            let pre = VendorAdapterPre::new(pre).map_err(|e| format!("{e:#}"))?;
+            let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store)).map_err(fail)?;
+            let d: Descriptor = guarded!(
+                sandbox,
+                store,
+                inst.gateway_plugin_adapter().call_describe(&mut store)
+            )
+            .map_err(fail)?;
+            check_name(&d.name)?;
+            Ok(Loaded::Adapter(AdapterPlugin {
+                info: info(d.name, d.version),
+                vendor_protocol: d.vendor_protocol,
+                client_protocols: d.client_protocols,
+                auth: d.auth,
+                pre,
+            }))
+        }
+        PluginKind::Video => {
+            let pre = VideoVendorPre::new(pre).map_err(|e| format!("{e:#}"))?;
+            let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store)).map_err(fail)?;
+            let d = guarded!(
+                sandbox,
+                store,
+                inst.gateway_plugin_video_adapter()
+                    .call_describe(&mut store)
+            )
+            .map_err(fail)?;
+            check_name(&d.name)?;
+            Ok(Loaded::Video(VideoPlugin {
+                info: info(d.name, d.version),
+                auth: d.auth,
+                pre,
+            }))
+        }
+        PluginKind::Policy => {
+            let pre = ModelPolicyPre::new(pre).map_err(|e| format!("{e:#}"))?;
+            let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store)).map_err(fail)?;
+            let d = guarded!(
+                sandbox,
+                store,
+                inst.gateway_plugin_policy().call_describe(&mut store)
+            )
+            .map_err(fail)?;
+            check_name(&d.name)?;
+            Ok(Loaded::Policy(PolicyPlugin {
+                info: info(d.name, d.version),
+                summary: d.summary,
+                pre,
+            }))
+        }
+    }
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "describe returned an unusable name `{}`",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// Loads every component in the folders into a new registry.
+pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Registry {
+    let scan = scan(dirs);
+    let mut reg = Registry::default();
+    for (path, _, _) in &scan {
+        match load_one(sandbox, cache_dir, path).await {
+            Ok(loaded) => {
+                let (kind, name) = match &loaded {
+                    Loaded::Adapter(p) => ("adapter", p.info.name.to_string()),
+                    Loaded::Video(p) => ("video adapter", p.info.name.to_string()),
+                    Loaded::Policy(p) => ("policy", p.info.name.to_string()),
+                };
+                let taken = reg.adapters.contains_key(&name)
+                    || reg.video.contains_key(&name)
+                    || reg.policies.contains_key(&name);
+                if taken {
+                    tracing::error!(
+                        "plugin {} refused: a plugin named `{name}` is already loaded",
+                        path.display()
+                    );
+                    continue;
+                }
+                tracing::info!("loaded {kind} `{name}` from {}", path.display());
+                match loaded {
+                    Loaded::Adapter(p) => {
+                        reg.adapters.insert(name, Arc::new(p));
+                    }
+                    Loaded::Video(p) => {
+                        reg.video.insert(name, Arc::new(p));
+                    }
+                    Loaded::Policy(p) => {
+                        reg.policies.insert(name, Arc::new(p));
+                    }
+                }
+            }
+            Err(why) => tracing::error!("plugin {} refused: {why}", path.display()),
+        }
+    }
+    reg.scan = scan;
+    reg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(check_version("0.1.0").is_ok());
+        assert!(check_version("0.1.7").is_ok());
+        assert!(check_version("0.2.0").is_err());
+        assert!(check_version("1.1.0").is_err());
+        assert!(check_version("").is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name("openai").is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name("a b").is_err());
+    }
+}

@@ -1,0 +1,302 @@
+//! The sandbox every guest runs in: one wasmtime engine, one linker that
+//! grants nothing but the log import and a deny-all WASI, and per-call CPU
+//! and memory bounds.
+//!
+//! Tuning knobs (all from `[plugins]` in the config):
+//! - `epoch_tick_ms` (10): how often a ticker thread bumps the engine epoch.
+//!   Guests check the epoch at loop heads and function entries; at each tick
+//!   a running guest yields to the async executor, so a busy guest never
+//!   holds a runtime thread for longer than one tick.
+//! - `call_timeout_ms` (200): the wall-clock budget of one guest call. When
+//!   it has used `call_timeout / epoch_tick` ticks the call traps with an
+//!   interrupt. A tokio timeout of twice the budget backs this up for guests
+//!   stuck somewhere epochs are not checked (long bulk memory operations).
+//! - `max_memory_mib` (64): the most linear memory a store may have; growth
+//!   beyond it fails, which a Rust guest turns into an abort (a trap).
+//! - `max_instances` (1000): the size of the pooling allocator, i.e. how many
+//!   guest instances (requests and streams in flight) may exist at once.
+//!   Each reserves virtual address space (not memory) up front, so tests
+//!   keep it small.
+
+use super::bindings::adapter::gateway::plugin::{log, types};
+use crate::config::PluginConfig;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::{
+    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
+};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Most log lines one guest store may write; beyond it lines are dropped, so
+/// a chatty guest cannot flood the host's log.
+const MAX_LOG_LINES: u32 = 64;
+/// Longest guest log line kept.
+const MAX_LOG_LINE: usize = 2048;
+
+/// Why a guest call did not produce a usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestFailure {
+    #[error("{plugin} exceeded its CPU deadline of {budget_ms} ms")]
+    Deadline { plugin: String, budget_ms: u64 },
+    #[error("{plugin} exceeded its memory limit of {limit_mib} MiB")]
+    Memory { plugin: String, limit_mib: usize },
+    #[error("{plugin} trapped: {detail}")]
+    Trap { plugin: String, detail: String },
+    #[error("{plugin} returned an invalid answer: {detail}")]
+    Invalid { plugin: String, detail: String },
+    #[error("no guest instance available (all {0} in use); retry shortly")]
+    Capacity(u32),
+}
+
+/// Per-store memory accounting that remembers whether it refused growth, so a
+/// resulting trap can be reported as "out of memory" rather than a crash.
+pub struct MemoryLimiter {
+    limit: usize,
+    pub(crate) hit: bool,
+}
+
+impl wasmtime::ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// What a guest's store holds.
+pub struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    /// Epoch ticks the current call may still use before it is interrupted.
+    ticks_left: u64,
+    pub(crate) plugin: Arc<str>,
+    request_id: String,
+    log_lines: u32,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for GuestState {}
+
+impl log::Host for GuestState {
+    fn log(&mut self, level: log::Level, message: String) {
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES {
+            return;
+        }
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        let (plugin, request_id) = (&*self.plugin, &self.request_id);
+        match level {
+            log::Level::Trace => tracing::trace!(plugin, request_id, "{message}"),
+            log::Level::Debug => tracing::debug!(plugin, request_id, "{message}"),
+            log::Level::Info => tracing::info!(plugin, request_id, "{message}"),
+            log::Level::Warn => tracing::warn!(plugin, request_id, "{message}"),
+            log::Level::Error => tracing::error!(plugin, request_id, "{message}"),
+        }
+    }
+}
+
+/// The engine, the linker and the limits; shared by every plugin.
+pub struct Sandbox {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<GuestState>,
+    limits: PluginConfig,
+    ticks_per_call: u64,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Sandbox {
+    pub fn new(limits: &PluginConfig) -> anyhow::Result<Sandbox> {
+        let mut cfg = wasmtime::Config::new();
+        cfg.wasm_component_model(true);
+        cfg.epoch_interruption(true);
+        let instances = limits.max_instances;
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(instances);
+        // A Rust component is a handful of core instances (the program plus
+        // the adapter shims wit-component adds), each with at most one
+        // memory and a few tables.
+        pool.total_core_instances(instances.saturating_mul(8));
+        pool.total_memories(instances.saturating_mul(2));
+        pool.total_tables(instances.saturating_mul(8));
+        pool.total_stacks(instances);
+        pool.max_memory_size(limits.max_memory_bytes);
+        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&cfg)?;
+
+        let mut linker = Linker::<GuestState>::new(&engine);
+        // Deny-all WASI: what Rust's std links against, with no preopened
+        // directories, no environment, no arguments and no network.
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        log::add_to_linker::<GuestState, HasSelf<GuestState>>(&mut linker, |s| s)?;
+        types::add_to_linker::<GuestState, HasSelf<GuestState>>(&mut linker, |s| s)?;
+
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        spawn_ticker(engine.clone(), limits.epoch_tick, stop_ticker.clone())?;
+        let ticks_per_call =
+            (limits.call_timeout.as_millis() / limits.epoch_tick.as_millis().max(1)).max(1) as u64;
+        Ok(Sandbox {
+            engine,
+            linker,
+            limits: limits.clone(),
+            ticks_per_call,
+            stop_ticker,
+        })
+    }
+
+    pub fn limits(&self) -> &PluginConfig {
+        &self.limits
+    }
+
+    /// A fresh store for one request (or one stream).
+    pub fn new_store(&self, plugin: Arc<str>, request_id: &str) -> Store<GuestState> {
+        let state = GuestState {
+            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter {
+                limit: self.limits.max_memory_bytes,
+                hit: false,
+            },
+            ticks_left: 0,
+            plugin,
+            request_id: request_id.to_string(),
+            log_lines: 0,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            if state.ticks_left == 0 {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            state.ticks_left -= 1;
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store
+    }
+
+    /// Gives the next guest call on `store` its full budget.
+    pub fn arm(&self, store: &mut Store<GuestState>) {
+        store.data_mut().ticks_left = self.ticks_per_call;
+        store.set_epoch_deadline(1);
+    }
+
+    /// The tokio backstop around one call.
+    pub fn hard_timeout(&self) -> Duration {
+        self.limits.call_timeout * 2 + Duration::from_millis(50)
+    }
+
+    /// Turns the outcome of one guest call (run under [`guarded!`]) into a
+    /// [`GuestFailure`] for every way it can go wrong. After a failure the
+    /// store must be dropped: its instance may be in any state.
+    pub fn outcome<R>(
+        &self,
+        store: &Store<GuestState>,
+        outcome: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
+    ) -> Result<R, GuestFailure> {
+        let plugin = store.data().plugin.to_string();
+        match outcome {
+            Err(_) => Err(GuestFailure::Deadline {
+                plugin,
+                budget_ms: self.limits.call_timeout.as_millis() as u64,
+            }),
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.classify(plugin, store.data().limiter.hit, e)),
+        }
+    }
+
+    fn classify(&self, plugin: String, memory_hit: bool, e: wasmtime::Error) -> GuestFailure {
+        if memory_hit {
+            return GuestFailure::Memory {
+                plugin,
+                limit_mib: self.limits.max_memory_bytes / (1024 * 1024),
+            };
+        }
+        if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+            if *trap == wasmtime::Trap::Interrupt {
+                return GuestFailure::Deadline {
+                    plugin,
+                    budget_ms: self.limits.call_timeout.as_millis() as u64,
+                };
+            }
+            return GuestFailure::Trap {
+                plugin,
+                detail: trap.to_string(),
+            };
+        }
+        let text = format!("{e:#}");
+        if text.contains("concurrent") && text.contains("limit") {
+            return GuestFailure::Capacity(self.limits.max_instances);
+        }
+        GuestFailure::Trap {
+            plugin,
+            detail: first_line(&text),
+        }
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").chars().take(300).collect()
+}
+
+fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                engine.increment_epoch();
+            }
+        })?;
+    Ok(())
+}
+
+/// Runs one guest call with its budget armed and the tokio backstop around
+/// it: `guarded!(sandbox, store, bindings.call_x(&mut store, ...))`.
+macro_rules! guarded {
+    ($sandbox:expr, $store:expr, $call:expr) => {{
+        $sandbox.arm(&mut $store);
+        let r = tokio::time::timeout($sandbox.hard_timeout(), $call).await;
+        $sandbox.outcome(&$store, r)
+    }};
+}
+pub(crate) use guarded;

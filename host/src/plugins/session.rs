@@ -1,0 +1,442 @@
+//! One request's use of a guest: a fresh store and instance, the typed calls,
+//! and a check of everything the guest returns before the host acts on it
+//! (a method, path and headers it can send; a status and content type it can
+//! answer with; events it can frame). A guest answer that fails a check is a
+//! [`GuestFailure::Invalid`], reported like a trap.
+
+use super::bindings::adapter::exports::gateway::plugin::adapter::StreamEnd;
+use super::bindings::adapter::VendorAdapter;
+use super::bindings::policy::exports::gateway::plugin::policy::PatchOp;
+use super::bindings::types::{PluginError, RequestCtx, SseEvent, Usage};
+use super::patch::Edit;
+use super::registry::{AdapterPlugin, PolicyPlugin};
+use super::sandbox::{guarded, GuestFailure, GuestState, Sandbox};
+use crate::error::ApiError;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use std::sync::Arc;
+use wasmtime::component::ResourceAny;
+use wasmtime::Store;
+
+/// Headers a guest may not set: the host alone presents credentials, and
+/// framing headers are the HTTP client's business.
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+];
+
+/// What can go wrong when asking an adapter.
+#[derive(Debug)]
+pub enum AdapterError {
+    /// The guest misbehaved.
+    Guest(GuestFailure),
+    /// The guest declined, with a reason.
+    Plugin(PluginError),
+}
+
+impl From<GuestFailure> for AdapterError {
+    fn from(e: GuestFailure) -> Self {
+        AdapterError::Guest(e)
+    }
+}
+
+impl From<AdapterError> for ApiError {
+    fn from(e: AdapterError) -> Self {
+        match e {
+            AdapterError::Guest(g) => g.into(),
+            AdapterError::Plugin(PluginError::InvalidRequest(m)) => ApiError::InvalidRequest(m),
+            AdapterError::Plugin(PluginError::Unsupported(m)) => {
+                ApiError::InvalidRequest(format!("unsupported: {m}"))
+            }
+            AdapterError::Plugin(PluginError::UpstreamFormat(m)) => {
+                ApiError::Adapter(format!("the upstream's answer could not be read: {m}"))
+            }
+        }
+    }
+}
+
+impl From<GuestFailure> for ApiError {
+    fn from(g: GuestFailure) -> Self {
+        // Operators get the plugin's name in the log; clients get what happened.
+        tracing::warn!(request_id = %crate::error::current_request_id(), "guest failure: {g}");
+        match g {
+            GuestFailure::Capacity(_) => ApiError::NoChannel("(all adapter instances busy)".into()),
+            GuestFailure::Deadline { budget_ms, .. } => {
+                ApiError::Adapter(format!("it exceeded its CPU deadline of {budget_ms} ms"))
+            }
+            GuestFailure::Memory { limit_mib, .. } => {
+                ApiError::Adapter(format!("it exceeded its memory limit of {limit_mib} MiB"))
+            }
+            GuestFailure::Trap { .. } => ApiError::Adapter("it crashed (trap)".into()),
+            GuestFailure::Invalid { detail, .. } => {
+                ApiError::Adapter(format!("it returned an invalid answer ({detail})"))
+            }
+        }
+    }
+}
+
+/// A request the host can send, checked.
+#[derive(Debug)]
+pub struct OutboundRequest {
+    pub method: Method,
+    /// Starts with `/`.
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub state: String,
+}
+
+/// An answer the host can send to the client, checked.
+#[derive(Debug)]
+pub struct ClientAnswer {
+    pub status: StatusCode,
+    pub content_type: HeaderValue,
+    pub body: Vec<u8>,
+    pub usage: Option<Usage>,
+}
+
+/// A vendor error in gateway terms, checked.
+#[derive(Debug, Clone)]
+pub struct MappedError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+fn invalid(store: &Store<GuestState>, detail: impl Into<String>) -> GuestFailure {
+    GuestFailure::Invalid {
+        plugin: store.data().plugin.to_string(),
+        detail: detail.into(),
+    }
+}
+
+/// Checks a guest-built upstream request (shared by text and video adapters).
+pub fn check_request(
+    plugin: &str,
+    method: &str,
+    path: &str,
+    headers: Vec<super::bindings::types::Header>,
+    body: Vec<u8>,
+    state: String,
+) -> Result<OutboundRequest, GuestFailure> {
+    let bad = |d: String| GuestFailure::Invalid {
+        plugin: plugin.to_string(),
+        detail: d,
+    };
+    let method = match method {
+        "GET" => Method::GET,
+        "POST" => Method::POST,
+        "PUT" => Method::PUT,
+        "PATCH" => Method::PATCH,
+        "DELETE" => Method::DELETE,
+        other => {
+            return Err(bad(format!(
+                "method `{}` is not allowed",
+                other.escape_debug()
+            )))
+        }
+    };
+    let path_ok = path.starts_with('/')
+        && !path.starts_with("//")
+        && path.len() <= 8192
+        && path.bytes().all(|b| b.is_ascii_graphic());
+    if !path_ok {
+        return Err(bad(format!(
+            "path `{}` is not a relative URL path",
+            path.escape_debug()
+        )));
+    }
+    let mut map = HeaderMap::new();
+    for h in headers {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+            bad(format!(
+                "header name `{}` is invalid",
+                h.name.escape_debug()
+            ))
+        })?;
+        if FORBIDDEN_HEADERS.contains(&name.as_str()) {
+            return Err(bad(format!("header `{name}` may only be set by the host")));
+        }
+        let value = HeaderValue::from_str(&h.value)
+            .map_err(|_| bad(format!("value of header `{name}` is invalid")))?;
+        map.append(name, value);
+    }
+    Ok(OutboundRequest {
+        method,
+        path: path.to_string(),
+        headers: map,
+        body,
+        state,
+    })
+}
+
+/// Checks events a guest wants sent to the client: an event name must be one
+/// line; data may span lines (the host writes one `data:` line per line).
+fn check_events(store: &Store<GuestState>, events: &[SseEvent]) -> Result<(), GuestFailure> {
+    for ev in events {
+        if let Some(name) = &ev.event {
+            if name.is_empty() || name.contains(['\r', '\n']) {
+                return Err(invalid(store, "an event name is empty or spans lines"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One request's adapter instance.
+pub struct AdapterSession {
+    sandbox: Arc<Sandbox>,
+    store: Store<GuestState>,
+    inst: VendorAdapter,
+}
+
+impl AdapterSession {
+    pub async fn start(
+        sandbox: &Arc<Sandbox>,
+        plugin: &AdapterPlugin,
+        request_id: &str,
+    ) -> Result<AdapterSession, GuestFailure> {
+        let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
+        let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+        Ok(AdapterSession {
+            sandbox: sandbox.clone(),
+            store,
+            inst,
+        })
+    }
+
+    pub async fn translate_request(
+        &mut self,
+        ctx: &RequestCtx,
+        body: &[u8],
+    ) -> Result<OutboundRequest, AdapterError> {
+        let api = self.inst.gateway_plugin_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_translate_request(&mut self.store, ctx, body)
+        )?;
+        let r = r.map_err(AdapterError::Plugin)?;
+        Ok(check_request(
+            &self.store.data().plugin,
+            &r.method,
+            &r.path,
+            r.headers,
+            r.body,
+            r.state,
+        )?)
+    }
+
+    pub async fn translate_response(
+        &mut self,
+        ctx: &RequestCtx,
+        state: &str,
+        status: u16,
+        body: &[u8],
+    ) -> Result<ClientAnswer, AdapterError> {
+        let api = self.inst.gateway_plugin_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_translate_response(&mut self.store, ctx, state, status, body)
+        )?;
+        let t = r.map_err(AdapterError::Plugin)?;
+        let status = StatusCode::from_u16(t.status)
+            .ok()
+            .filter(|s| s.as_u16() >= 200 && s.as_u16() < 600)
+            .ok_or_else(|| invalid(&self.store, format!("status {} is not usable", t.status)))?;
+        let content_type = HeaderValue::from_str(&t.content_type)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| invalid(&self.store, "content type is not a header value"))?;
+        Ok(ClientAnswer {
+            status,
+            content_type,
+            body: t.body,
+            usage: t.usage,
+        })
+    }
+
+    pub async fn translate_error(
+        &mut self,
+        ctx: &RequestCtx,
+        status: u16,
+        body: &[u8],
+    ) -> Result<MappedError, GuestFailure> {
+        let api = self.inst.gateway_plugin_adapter();
+        let e = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_translate_error(&mut self.store, ctx, status, body)
+        )?;
+        let status = StatusCode::from_u16(e.status)
+            .ok()
+            .filter(|s| s.is_client_error() || s.is_server_error())
+            .ok_or_else(|| {
+                invalid(
+                    &self.store,
+                    format!("error status {} is not 4xx/5xx", e.status),
+                )
+            })?;
+        let code_ok = !e.code.is_empty()
+            && e.code.len() <= 64
+            && e.code
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit());
+        if !code_ok {
+            return Err(invalid(&self.store, "error code is not a snake_case word"));
+        }
+        let mut message = e.message;
+        if message.len() > 1000 {
+            let mut cut = 1000;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        Ok(MappedError {
+            status,
+            code: e.code,
+            message,
+            retryable: e.retryable,
+        })
+    }
+
+    /// Starts a stream translator living in this session's store.
+    pub async fn open_stream(
+        &mut self,
+        ctx: &RequestCtx,
+        state: &str,
+    ) -> Result<ResourceAny, GuestFailure> {
+        let api = self.inst.gateway_plugin_adapter().stream_translator();
+        guarded!(
+            self.sandbox,
+            self.store,
+            api.call_constructor(&mut self.store, ctx, state)
+        )
+    }
+
+    pub async fn push(
+        &mut self,
+        translator: ResourceAny,
+        ev: &SseEvent,
+    ) -> Result<Vec<SseEvent>, AdapterError> {
+        let api = self.inst.gateway_plugin_adapter().stream_translator();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_push(&mut self.store, translator, ev)
+        )?;
+        let events = r.map_err(AdapterError::Plugin)?;
+        check_events(&self.store, &events)?;
+        Ok(events)
+    }
+
+    pub async fn finish(&mut self, translator: ResourceAny) -> Result<StreamEnd, AdapterError> {
+        let api = self.inst.gateway_plugin_adapter().stream_translator();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_finish(&mut self.store, translator)
+        )?;
+        let end = r.map_err(AdapterError::Plugin)?;
+        check_events(&self.store, &end.events)?;
+        // The translator is done; let the guest free it.
+        let _ = guarded!(
+            self.sandbox,
+            self.store,
+            translator.resource_drop_async(&mut self.store)
+        );
+        Ok(end)
+    }
+}
+
+/// Runs the named policies, in order, over a client body. Each policy gets
+/// its own instance; its edits are audited and applied before the next runs.
+pub async fn run_policies(
+    sandbox: &Arc<Sandbox>,
+    policies: &[Arc<PolicyPlugin>],
+    ctx: &RequestCtx,
+    body: &mut serde_json::Value,
+) -> Result<(), ApiError> {
+    for p in policies {
+        let mut store = sandbox.new_store(p.info.name.clone(), &ctx.request_id);
+        let inst = guarded!(sandbox, store, p.pre.instantiate_async(&mut store))?;
+        let bytes = serde_json::to_vec(body).map_err(ApiError::internal)?;
+        let api = inst.gateway_plugin_policy();
+        let ops = guarded!(
+            sandbox,
+            store,
+            api.call_rewrite_request(&mut store, ctx, &bytes)
+        )?;
+        let ops = ops.map_err(AdapterError::Plugin)?;
+        for op in ops {
+            let edit = match op {
+                PatchOp::Remove(p) => Edit::Remove(p),
+                PatchOp::Set(s) => Edit::Set {
+                    pointer: s.pointer,
+                    value: s.value,
+                },
+                PatchOp::SetIfAbsent(s) => Edit::SetIfAbsent {
+                    pointer: s.pointer,
+                    value: s.value,
+                },
+            };
+            super::patch::apply(body, &edit).map_err(|detail| {
+                ApiError::from(GuestFailure::Invalid {
+                    plugin: p.info.name.to_string(),
+                    detail,
+                })
+            })?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::bindings::types::Header;
+
+    fn h(n: &str, v: &str) -> Header {
+        Header {
+            name: n.into(),
+            value: v.into(),
+        }
+    }
+
+    #[test]
+    fn guest_requests_are_checked() {
+        let ok = check_request(
+            "p",
+            "POST",
+            "/chat/completions?x=1",
+            vec![h("content-type", "application/json")],
+            vec![],
+            String::new(),
+        );
+        assert!(ok.is_ok());
+        for (m, p, hs) in [
+            ("NOT A METHOD", "/x", vec![]),
+            ("POST", "no-slash", vec![]),
+            ("POST", "/a\r\nb", vec![]),
+            ("POST", "//evil.example/x", vec![]),
+            ("POST", "/x", vec![h("bad header\n", "v")]),
+            ("POST", "/x", vec![h("Authorization", "Bearer stolen")]),
+            ("POST", "/x", vec![h("x-ok", "line\nbreak")]),
+        ] {
+            assert!(
+                check_request("p", m, p, hs, vec![], String::new()).is_err(),
+                "{m} {p}"
+            );
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! Getting a client's call to a vendor and the answer back: channel choice
+//! and failover, upstream HTTP, streaming.
+
+pub mod stream;
+pub mod text;
+pub mod upstream;

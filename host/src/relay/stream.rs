@@ -1,0 +1,157 @@
+//! Relaying a streamed answer: vendor bytes → whole events (host framing) →
+//! the adapter's stream translator → client events, as they arrive.
+//!
+//! A background task owns the vendor stream and the guest store. If the
+//! client goes away, the task keeps reading the vendor stream to its end (each
+//! wait bounded by the idle timeout) so the usage the vendor will charge is
+//! known and billed. If the vendor stream breaks, the client gets an error
+//! event instead of `[DONE]`, and whatever usage the vendor had reported by
+//! then is billed.
+
+use super::text::{sse_headers, CallRecord};
+use crate::billing::hold::Hold;
+use crate::error::{ApiError, REQUEST_ID};
+use crate::plugins::bindings::types::{SseEvent, Usage};
+use crate::plugins::session::AdapterSession;
+use crate::sse;
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use wasmtime::component::ResourceAny;
+
+pub(crate) struct StreamJob {
+    pub session: AdapterSession,
+    pub translator: ResourceAny,
+    pub upstream: reqwest::Response,
+    pub hold: Hold,
+    pub record: CallRecord,
+    pub permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    pub idle_timeout: Duration,
+}
+
+/// Starts the relay task and returns the streaming response.
+pub(crate) fn respond(job: StreamJob) -> Response {
+    // A small buffer: back-pressure from a slow client reaches the vendor.
+    let (tx, rx) = mpsc::channel::<Bytes>(32);
+    let request_id = job.record.caller.info.id.clone();
+    tokio::spawn(REQUEST_ID.scope(request_id, pump(job, tx)));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    sse_headers(&mut resp);
+    resp
+}
+
+fn encode(events: &[SseEvent]) -> Bytes {
+    let mut out = Vec::new();
+    for ev in events {
+        sse::encode(ev.event.as_deref(), &ev.data, &mut out);
+    }
+    Bytes::from(out)
+}
+
+/// Sends to the client while it listens; remembers when it stopped.
+struct Client {
+    tx: mpsc::Sender<Bytes>,
+    gone: bool,
+}
+
+impl Client {
+    async fn send(&mut self, bytes: Bytes) {
+        if self.gone || bytes.is_empty() {
+            return;
+        }
+        if self.tx.send(bytes).await.is_err() {
+            self.gone = true;
+        }
+    }
+}
+
+async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
+    let StreamJob {
+        mut session,
+        translator,
+        upstream,
+        hold,
+        record,
+        permit,
+        idle_timeout,
+    } = job;
+    let mut client = Client { tx, gone: false };
+    let mut events = Box::pin(sse::events(
+        upstream.bytes_stream(),
+        sse::DEFAULT_MAX_PENDING,
+    ));
+    let mut failure: Option<ApiError> = None;
+    // After a trap or deadline the instance is unusable; don't call it again.
+    let mut guest_broken = false;
+    loop {
+        let next = match tokio::time::timeout(idle_timeout, events.next()).await {
+            Err(_) => {
+                failure = Some(ApiError::UpstreamTimeout(idle_timeout.as_secs()));
+                break;
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                failure = Some(ApiError::UpstreamUnreachable(format!(
+                    "the stream broke: {e}"
+                )));
+                break;
+            }
+            Ok(Some(Ok(ev))) => ev,
+        };
+        let ev = SseEvent {
+            event: next.event,
+            data: next.data,
+        };
+        match session.push(translator, &ev).await {
+            Ok(out) => client.send(encode(&out)).await,
+            Err(e) => {
+                guest_broken = matches!(e, crate::plugins::session::AdapterError::Guest(_));
+                failure = Some(e.into());
+                break;
+            }
+        }
+    }
+    // Ask the translator for the usage even after a failure: a vendor that
+    // reported usage before breaking is billed for it.
+    let mut usage: Option<Usage> = None;
+    if !guest_broken {
+        match session.finish(translator).await {
+            Ok(end) => {
+                usage = end.usage;
+                if failure.is_none() {
+                    client.send(encode(&end.events)).await;
+                }
+            }
+            Err(e) if failure.is_none() => failure = Some(e.into()),
+            Err(_) => {}
+        }
+    }
+    let (status, note) = match &failure {
+        Some(e) => {
+            let body = e.body(&record.caller.info.id);
+            client
+                .send(encode(&[SseEvent {
+                    event: None,
+                    data: body.to_string(),
+                }]))
+                .await;
+            (e.status().as_u16(), Some(e.to_string()))
+        }
+        None if client.gone => (
+            200,
+            Some("client disconnected before the end of the stream".into()),
+        ),
+        None => (200, None),
+    };
+    drop(client);
+    record.settle(hold, usage.as_ref(), status, note).await;
+    drop(permit);
+}

@@ -1,0 +1,70 @@
+//! Sending a checked guest-built request to a channel's vendor, with the
+//! channel's credential injected by the host.
+
+use crate::config::ChannelConfig;
+use crate::plugins::bindings::types::AuthScheme;
+use crate::plugins::session::OutboundRequest;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Transport(String),
+}
+
+/// The full URL for a guest-chosen path under the channel's base URL.
+pub fn url(channel: &ChannelConfig, path: &str) -> String {
+    format!("{}{}", channel.base_url, path)
+}
+
+/// Builds the request with the credential in the place the adapter named.
+pub fn build(
+    http: &reqwest::Client,
+    channel: &ChannelConfig,
+    auth: AuthScheme,
+    req: OutboundRequest,
+) -> reqwest::RequestBuilder {
+    let mut b = http
+        .request(req.method, url(channel, &req.path))
+        .headers(req.headers);
+    if let Some(key) = &channel.key {
+        b = match auth {
+            AuthScheme::Bearer => b.bearer_auth(key),
+            AuthScheme::XApiKey => b.header("x-api-key", key),
+            AuthScheme::XGoogApiKey => b.header("x-goog-api-key", key),
+            AuthScheme::None => b,
+        };
+    }
+    if !req.body.is_empty() {
+        b = b.body(req.body);
+    }
+    b
+}
+
+/// Sends and waits for the response head, at most `timeout`.
+pub async fn send(
+    b: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<reqwest::Response, SendError> {
+    match tokio::time::timeout(timeout, b.send()).await {
+        Err(_) => Err(SendError::Timeout(timeout)),
+        Ok(Err(e)) if e.is_timeout() => Err(SendError::Timeout(timeout)),
+        Ok(Err(e)) => Err(SendError::Transport(describe(&e))),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+/// A reqwest error with its causes, in one line. Credentials travel in
+/// headers, never in URLs, so the URL it names is safe to show.
+pub fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        src = s.source();
+    }
+    text
+}

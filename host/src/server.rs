@@ -1,0 +1,158 @@
+//! Assembling the gateway from its config and running its two listeners.
+
+use crate::api;
+use crate::clock::{ManualClock, SharedClock, SystemClock};
+use crate::config::Config;
+use crate::limits::{GroupSlots, RateLimiter};
+use crate::plugins::Plugins;
+use crate::state::{AppState, Catalog, SharedState};
+use crate::store::Store;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A started gateway.
+pub struct Running {
+    pub public_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub state: SharedState,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets requests in flight finish, and returns.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Waits until the listeners stop (after `shutdown` from elsewhere, or a
+    /// fatal error).
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+}
+
+/// Builds every part from the config and starts serving. With
+/// `[testing] manual_clock = true` the clock starts now and only moves
+/// through the admin API; `clock` overrides both (in-process tests).
+pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::Result<Running> {
+    let manual = clock.or_else(|| {
+        config
+            .manual_clock
+            .then(|| Arc::new(ManualClock::starting_now()))
+    });
+    let shared_clock: SharedClock = match &manual {
+        Some(m) => m.clone(),
+        None => Arc::new(SystemClock),
+    };
+
+    let store = Store::open(&config.data_dir.join("gateway.redb")).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open the store in {}: {e}",
+            config.data_dir.display()
+        )
+    })?;
+    let refunded =
+        store.reconcile_text_reservations(crate::clock::Clock::now_secs(&*shared_clock))?;
+    if refunded > 0 {
+        tracing::warn!("refunded {refunded} text reservation(s) left open by an earlier run");
+    }
+
+    let mut dirs = vec![config.adapters_dir.clone()];
+    dirs.extend(config.policies_dir.clone());
+    let plugins =
+        Plugins::load(&config.plugins, &config.data_dir.join("plugin-cache"), dirs).await?;
+    {
+        let reg = plugins.registry();
+        for ch in &config.channels {
+            if !reg.adapters.contains_key(&ch.adapter) && !reg.video.contains_key(&ch.adapter) {
+                tracing::warn!(
+                    "channel `{}` uses adapter `{}`, which is not loaded; it serves nothing until it is",
+                    ch.name,
+                    ch.adapter
+                );
+            }
+        }
+    }
+    plugins.spawn_watcher(config.plugins.reload_interval);
+
+    let http = reqwest::Client::builder()
+        .connect_timeout(config.limits.connect_timeout)
+        .pool_idle_timeout(std::time::Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .build()?;
+
+    let state: SharedState = Arc::new(AppState {
+        catalog: Catalog::new(&config),
+        rate: RateLimiter::new(
+            config.limits.rate_limit_requests,
+            config.limits.rate_limit_window,
+            shared_clock.clone(),
+        ),
+        groups: GroupSlots::new(&config.limits.group_concurrency),
+        config: Arc::new(config),
+        clock: shared_clock,
+        manual_clock: manual,
+        store,
+        plugins,
+        http,
+    });
+
+    let public = tokio::net::TcpListener::bind(state.config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", state.config.listen))?;
+    let admin = tokio::net::TcpListener::bind(state.config.admin.listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {} (admin): {e}",
+                state.config.admin.listen
+            )
+        })?;
+    let public_addr = public.local_addr()?;
+    let admin_addr = admin.local_addr()?;
+
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for (listener, router) in [
+        (public, api::public_router(state.clone())),
+        (admin, api::admin_router(state.clone())),
+    ] {
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            let served = axum::serve(listener, service)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!("listener stopped: {e}");
+            }
+        }));
+    }
+    {
+        // Forget idle addresses now and then so the rate limiter stays small.
+        let (state, stop) = (state.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tick.tick() => state.rate.sweep(),
+                }
+            }
+        }));
+    }
+    tracing::info!("gateway listening on http://{public_addr} (admin on http://{admin_addr})");
+    Ok(Running {
+        public_addr,
+        admin_addr,
+        state,
+        stop,
+        tasks,
+    })
+}

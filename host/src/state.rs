@@ -1,0 +1,81 @@
+//! What every handler shares: config, clock, store, plugins, the upstream
+//! HTTP client, the model catalog and the limiters.
+
+use crate::clock::{ManualClock, SharedClock};
+use crate::config::{ChannelConfig, Config, ModelConfig, VideoModelConfig};
+use crate::limits::{GroupSlots, RateLimiter};
+use crate::plugins::Plugins;
+use crate::store::Store;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Models and the channels that serve them, resolved once from the config.
+pub struct Catalog {
+    pub models: HashMap<String, Arc<ModelConfig>>,
+    pub video_models: HashMap<String, Arc<VideoModelConfig>>,
+    /// Model name → channels serving it, in the order they are tried:
+    /// highest `priority` first, then config order.
+    channels: HashMap<String, Vec<Arc<ChannelConfig>>>,
+    /// Model ids for `GET /v1/models`, in config order.
+    pub listed: Vec<(String, String)>,
+}
+
+impl Catalog {
+    pub fn new(config: &Config) -> Catalog {
+        let mut channels: HashMap<String, Vec<Arc<ChannelConfig>>> = HashMap::new();
+        let mut ordered: Vec<Arc<ChannelConfig>> =
+            config.channels.iter().cloned().map(Arc::new).collect();
+        // Stable sort keeps config order among equal priorities.
+        ordered.sort_by_key(|c| std::cmp::Reverse(c.priority));
+        for ch in ordered {
+            for m in &ch.models {
+                channels.entry(m.clone()).or_default().push(ch.clone());
+            }
+        }
+        let listed = config
+            .models
+            .iter()
+            .map(|m| (m.name.clone(), m.owned_by.clone()))
+            .chain(
+                config
+                    .video_models
+                    .iter()
+                    .map(|m| (m.name.clone(), m.owned_by.clone())),
+            )
+            .collect();
+        Catalog {
+            models: config
+                .models
+                .iter()
+                .map(|m| (m.name.clone(), Arc::new(m.clone())))
+                .collect(),
+            video_models: config
+                .video_models
+                .iter()
+                .map(|m| (m.name.clone(), Arc::new(m.clone())))
+                .collect(),
+            channels,
+            listed,
+        }
+    }
+
+    pub fn channels(&self, model: &str) -> &[Arc<ChannelConfig>] {
+        self.channels.get(model).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub clock: SharedClock,
+    /// Set when the config asks for a manual clock (tests); the admin API
+    /// can then move time.
+    pub manual_clock: Option<Arc<ManualClock>>,
+    pub store: Store,
+    pub plugins: Arc<Plugins>,
+    pub http: reqwest::Client,
+    pub catalog: Catalog,
+    pub rate: RateLimiter,
+    pub groups: GroupSlots,
+}
+
+pub type SharedState = Arc<AppState>;

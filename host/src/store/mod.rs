@@ -1,0 +1,243 @@
+//! Durable state in one redb file.
+//!
+//! Everything money or a customer depends on (accounts and their ledgers,
+//! tokens, reservations, usage, video tasks, quotes, idempotency keys, the
+//! webhook outbox) is written here in a transaction before the response that
+//! depends on it is sent. Handlers never see redb: they call the domain
+//! methods in the submodules, so another backend (a shared SQL database for
+//! several nodes) can replace this one behind the same methods.
+//!
+//! Writes go through one writer thread that commits whatever has queued up in
+//! a single transaction (group commit): under load one fsync covers many
+//! calls, and nothing is acknowledged before its commit returns. A write may
+//! ask for durability (`Immediate`, fsync) or not (`None`, visible at once,
+//! made durable by the next durable commit): reservations for text calls use
+//! the latter, because losing one in a crash only drops a hold on money that
+//! was never charged.
+
+pub mod accounts;
+pub mod records;
+
+use redb::{Database, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
+pub(crate) const LEDGER: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("ledger");
+pub(crate) const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
+pub(crate) const TOKEN_KEYS: TableDefinition<&str, &str> = TableDefinition::new("token_keys");
+pub(crate) const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
+pub(crate) const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+#[derive(Debug, thiserror::Error, Clone)]
+pub enum StoreError {
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("corrupt record in `{table}`: {detail}")]
+    Corrupt { table: &'static str, detail: String },
+    #[error("the store's writer has stopped")]
+    WriterGone,
+}
+
+impl<E: Into<redb::Error>> From<E> for StoreError {
+    fn from(e: E) -> Self {
+        StoreError::Storage(e.into().to_string())
+    }
+}
+
+/// Whether a write must be on disk before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync before acknowledging (money settled, tasks, events).
+    Durable,
+    /// Visible at once; on disk with the next durable commit.
+    Lazy,
+}
+
+type Completer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// Runs a write inside the batch transaction (or, given `None`, reports that
+/// no transaction could be opened) and returns how to acknowledge it.
+type JobFn = Box<dyn FnOnce(Option<&WriteTransaction>) -> (Completer, bool) + Send>;
+
+struct Job {
+    durability: Durability,
+    run: JobFn,
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    jobs: mpsc::Sender<Job>,
+}
+
+/// Largest number of queued writes folded into one transaction.
+const MAX_BATCH: usize = 512;
+
+impl Store {
+    /// Opens (or creates) the database file and starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Storage(e.to_string()))?;
+        }
+        let db = Arc::new(Database::create(path)?);
+        {
+            // Create every table up front so readers never meet a missing one.
+            let txn = db.begin_write()?;
+            txn.open_table(ACCOUNTS)?;
+            txn.open_table(LEDGER)?;
+            txn.open_table(TOKENS)?;
+            txn.open_table(TOKEN_KEYS)?;
+            txn.open_table(RESERVATIONS)?;
+            txn.open_table(USAGE)?;
+            txn.open_table(META)?;
+            txn.commit()?;
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
+        let writer_db = db.clone();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(writer_db, rx))
+            .map_err(|e| StoreError::Storage(e.to_string()))?;
+        Ok(Store { db, jobs: tx })
+    }
+
+    pub fn read(&self) -> Result<ReadTransaction, StoreError> {
+        use redb::ReadableDatabase;
+        Ok(self.db.begin_read()?)
+    }
+
+    /// Runs `f` inside the next group-commit transaction and returns its
+    /// result once that transaction has committed. If `f` fails the whole
+    /// batch is rolled back, so `f` must report business outcomes (such as
+    /// "not enough balance") inside `R` and keep `Err` for storage failures.
+    pub async fn write<R, F>(&self, durability: Durability, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.submit(durability, f, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Blocking twin of [`Store::write`] for start-up code and threads
+    /// outside the async runtime.
+    pub fn write_blocking<R, F>(&self, durability: Durability, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.submit(durability, f, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?
+    }
+
+    fn submit<R, F, D>(&self, durability: Durability, f: F, deliver: D) -> Result<(), StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
+        D: FnOnce(Result<R, StoreError>) + Send + 'static,
+    {
+        let run: JobFn = Box::new(move |txn| {
+            let outcome = match txn {
+                Some(txn) => f(txn),
+                None => Err(StoreError::Storage("no write transaction available".into())),
+            };
+            let failed = outcome.is_err();
+            let completer: Completer = Box::new(move |commit| {
+                deliver(commit.and(outcome));
+            });
+            (completer, failed)
+        });
+        self.jobs
+            .send(Job { durability, run })
+            .map_err(|_| StoreError::WriterGone)
+    }
+
+    /// Next value of a named counter (ids that must be ordered, like usage rows).
+    pub(crate) fn next_counter(txn: &WriteTransaction, name: &str) -> Result<u64, StoreError> {
+        let mut meta = txn.open_table(META)?;
+        let next = meta.get(name)?.map(|v| v.value()).unwrap_or(0) + 1;
+        meta.insert(name, next)?;
+        Ok(next)
+    }
+}
+
+fn writer_loop(db: Arc<Database>, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        run_batch(&db, batch);
+    }
+}
+
+fn run_batch(db: &Database, batch: Vec<Job>) {
+    let durable = batch.iter().any(|j| j.durability == Durability::Durable);
+    let mut txn = match db.begin_write() {
+        Ok(t) => t,
+        Err(e) => {
+            let err = StoreError::from(e);
+            tracing::error!("store: cannot open a write transaction: {err}");
+            for job in batch {
+                let (complete, _) = (job.run)(None);
+                complete(Err(err.clone()));
+            }
+            return;
+        }
+    };
+    let level = if durable {
+        redb::Durability::Immediate
+    } else {
+        redb::Durability::None
+    };
+    if let Err(e) = txn.set_durability(level) {
+        tracing::warn!("store: cannot set durability: {e}");
+    }
+    let mut completers = Vec::with_capacity(batch.len());
+    let mut failed = false;
+    for job in batch {
+        let (complete, job_failed) = (job.run)(Some(&txn));
+        failed |= job_failed;
+        completers.push(complete);
+    }
+    let result = if failed {
+        let _ = txn.abort();
+        Err(StoreError::Storage(
+            "a write in the same batch failed; nothing was committed".into(),
+        ))
+    } else {
+        txn.commit().map_err(StoreError::from)
+    };
+    for complete in completers {
+        complete(result.clone());
+    }
+}
+
+/// Decodes a JSON record, naming the table when it is corrupt.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    table: &'static str,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        table,
+        detail: e.to_string(),
+    })
+}
+
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    // Serialising our own plain records cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}

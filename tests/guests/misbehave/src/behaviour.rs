@@ -1,0 +1,58 @@
+use crate::exports::gateway::plugin::adapter::RequestCtx;
+
+/// What the guest does, chosen by the channel's upstream model name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// `loop`: `translate-request` never returns.
+    Loop,
+    /// `oom`: `translate-request` allocates until the host's limit stops it.
+    Oom,
+    /// `trap`: `translate-request` executes `unreachable`.
+    Trap,
+    /// `garbage`: `translate-request` returns a request no host may send.
+    Garbage,
+    /// `garbage-response`: `translate-response` returns an impossible answer.
+    GarbageResponse,
+    /// `loop-stream`: the stream translator's `push` never returns.
+    LoopStream,
+    /// Anything else: a well-behaved OpenAI passthrough.
+    Normal,
+}
+
+impl Behaviour {
+    pub fn of(ctx: &RequestCtx) -> Self {
+        Self::named(&ctx.upstream_model)
+    }
+
+    pub fn named(upstream_model: &str) -> Self {
+        match upstream_model {
+            "loop" => Self::Loop,
+            "oom" => Self::Oom,
+            "trap" => Self::Trap,
+            "garbage" => Self::Garbage,
+            "garbage-response" => Self::GarbageResponse,
+            "loop-stream" => Self::LoopStream,
+            _ => Self::Normal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_pick_behaviours() {
+        assert_eq!(Behaviour::named("loop"), Behaviour::Loop);
+        assert_eq!(Behaviour::named("oom"), Behaviour::Oom);
+        assert_eq!(Behaviour::named("trap"), Behaviour::Trap);
+        assert_eq!(Behaviour::named("garbage"), Behaviour::Garbage);
+        assert_eq!(
+            Behaviour::named("garbage-response"),
+            Behaviour::GarbageResponse
+        );
+        assert_eq!(Behaviour::named("loop-stream"), Behaviour::LoopStream);
+        assert_eq!(Behaviour::named("sim-chat"), Behaviour::Normal);
+        assert_eq!(Behaviour::named("LOOP"), Behaviour::Normal);
+    }
+}

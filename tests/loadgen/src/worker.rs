@@ -1,0 +1,132 @@
+//! One load worker: a single keep-alive HTTP/1.1 connection sending the same
+//! request back to back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::stats::Tally;
+use crate::target::Target;
+
+/// What every worker sends, built once.
+pub struct Job {
+    pub target: Target,
+    pub body: Bytes,
+    pub auth: HeaderValue,
+    pub host: HeaderValue,
+    /// Requests started before this are warm-up and not recorded.
+    pub record_from: Instant,
+    /// No request is started at or after this.
+    pub stop_at: Instant,
+    /// Anything still in flight then is abandoned as a transport error.
+    pub give_up_at: Instant,
+}
+
+pub async fn run(job: Arc<Job>) -> Tally {
+    let mut tally = Tally::new();
+    let mut conn: Option<SendRequest<Full<Bytes>>> = None;
+    while Instant::now() < job.stop_at {
+        if conn.as_ref().is_none_or(|s| s.is_closed()) {
+            match tokio::time::timeout_at(job.give_up_at, connect(&job.target)).await {
+                Ok(Ok(s)) => conn = Some(s),
+                outcome => {
+                    if Instant::now() >= job.record_from {
+                        tally.transport_errors += 1;
+                    }
+                    if let Ok(Err(e)) = outcome {
+                        tally.note(format!("connect: {e:#}"));
+                    }
+                    // Avoid spinning on a refused port.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(sender) = conn.as_mut() else {
+            continue;
+        };
+        // A server that closed the idle connection is not a failed request.
+        if tokio::time::timeout_at(job.give_up_at, sender.ready())
+            .await
+            .map_or(true, |r| r.is_err())
+        {
+            conn = None;
+            continue;
+        }
+
+        let started = Instant::now();
+        let recording = started >= job.record_from;
+        let outcome = tokio::time::timeout_at(job.give_up_at, exchange(sender, &job)).await;
+        let elapsed = started.elapsed();
+        match outcome {
+            Ok(Ok(status)) if (200..300).contains(&status) => {
+                if recording {
+                    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+                    tally.latencies.saturating_record(micros.max(1));
+                    tally.ok += 1;
+                }
+            }
+            Ok(Ok(status)) => {
+                if recording {
+                    tally.non_2xx += 1;
+                    tally.note(format!("HTTP {status}"));
+                }
+            }
+            Ok(Err(e)) => {
+                if recording {
+                    tally.transport_errors += 1;
+                    tally.note(format!("transport: {e:#}"));
+                }
+                conn = None;
+            }
+            Err(_) => {
+                if recording {
+                    tally.transport_errors += 1;
+                    tally.note("request still running at the deadline".to_owned());
+                }
+                break;
+            }
+        }
+    }
+    tally
+}
+
+async fn connect(target: &Target) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(&target.addrs[..])
+        .await
+        .context("connecting")?;
+    // Small requests and responses: don't let Nagle add latency.
+    stream.set_nodelay(true)?;
+    let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+    // The connection task ends by itself once the sender is dropped.
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// Sends one request and reads the whole response body; returns the status.
+async fn exchange(sender: &mut SendRequest<Full<Bytes>>, job: &Job) -> anyhow::Result<u16> {
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(job.target.path.as_str())
+        .header(HOST, job.host.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(AUTHORIZATION, job.auth.clone())
+        .body(Full::new(job.body.clone()))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status().as_u16();
+    // Reading to the end is part of the latency and keeps the connection
+    // reusable.
+    resp.into_body().collect().await?;
+    Ok(status)
+}

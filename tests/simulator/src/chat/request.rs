@@ -1,0 +1,224 @@
+//! Parsing a chat-completions request body into the few facts the simulated
+//! answer depends on. Unknown fields are ignored, as a vendor would.
+
+use serde_json::Value;
+
+use crate::errors::ApiError;
+use crate::faults::{extract_directives, Directives};
+use crate::tokens::count_words;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub max_tokens: Option<u64>,
+    /// `enable_thinking: false`, `thinking.type: "disabled"` or
+    /// `reasoning_effort: "none"`.
+    pub thinking_disabled: bool,
+    /// Name of the function to call, when the request asks for tool use.
+    pub tool_name: Option<String>,
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Text of the last user message with the directives removed.
+    pub last_user: String,
+    pub directives: Directives,
+}
+
+impl ChatRequest {
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::invalid_request(
+                format!("We could not parse the JSON body of your request: {e}."),
+                None,
+            )
+        })?;
+        let Some(obj) = value.as_object() else {
+            return Err(ApiError::invalid_request(
+                "The request body must be a JSON object.",
+                None,
+            ));
+        };
+        let Some(messages) = obj.get("messages").and_then(Value::as_array) else {
+            return Err(ApiError::invalid_request(
+                "'messages' is a required property and must be an array.",
+                Some("messages"),
+            ));
+        };
+
+        let mut prompt_tokens = 0;
+        let mut cached_tokens = 0;
+        let mut last_user_raw = None;
+        for message in messages {
+            let role = message.get("role").and_then(Value::as_str).unwrap_or("");
+            let text = message_text(message.get("content").unwrap_or(&Value::Null));
+            // The +1 stands in for the per-message framing tokens real
+            // tokenizers add.
+            let tokens = count_words(&text) + 1;
+            prompt_tokens += tokens;
+            if role == "system" {
+                cached_tokens += tokens;
+            }
+            if role == "user" {
+                last_user_raw = Some(text);
+            }
+        }
+        let (last_user, directives) = extract_directives(&last_user_raw.unwrap_or_default());
+
+        let stream = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let include_usage = obj
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let max_tokens = obj
+            .get("max_completion_tokens")
+            .and_then(Value::as_u64)
+            .or_else(|| obj.get("max_tokens").and_then(Value::as_u64));
+        let thinking_disabled = obj.get("enable_thinking").and_then(Value::as_bool) == Some(false)
+            || obj
+                .get("thinking")
+                .and_then(|t| t.get("type"))
+                .and_then(Value::as_str)
+                == Some("disabled")
+            || obj.get("reasoning_effort").and_then(Value::as_str) == Some("none");
+
+        Ok(Self {
+            // Lenient on purpose: the simulator exists to echo what the
+            // gateway sent, not to re-validate it.
+            model: obj
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("sim-chat")
+                .to_owned(),
+            stream,
+            include_usage,
+            max_tokens,
+            thinking_disabled,
+            tool_name: tool_name(obj.get("tools"), obj.get("tool_choice")),
+            prompt_tokens,
+            cached_tokens,
+            last_user,
+            directives,
+        })
+    }
+
+    pub fn is_reasoning_model(&self) -> bool {
+        self.model.to_ascii_lowercase().contains("reason")
+    }
+}
+
+/// Content may be a string, an array of parts (only `text` parts count) or
+/// null (assistant tool-call turns).
+fn message_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+fn tool_name(tools: Option<&Value>, choice: Option<&Value>) -> Option<String> {
+    let first = tools.and_then(Value::as_array)?.first()?;
+    if choice.and_then(Value::as_str) == Some("none") {
+        return None;
+    }
+    let forced = choice
+        .and_then(|c| c.get("function"))
+        .and_then(|f| f.get("name"))
+        .and_then(Value::as_str);
+    let name = forced.or_else(|| {
+        first
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+    });
+    Some(name.unwrap_or("tool").to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> ChatRequest {
+        match ChatRequest::parse(v.to_string().as_bytes()) {
+            Ok(r) => r,
+            Err(e) => panic!("unexpected error {e:?}"),
+        }
+    }
+
+    #[test]
+    fn prompt_and_cached_tokens() {
+        let r = parse(json!({"model": "m", "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": [{"type": "text", "text": "hi there"},
+                                         {"type": "image_url", "image_url": {"url": "x y z"}},
+                                         {"type": "text", "text": "friend"}]},
+            {"role": "assistant", "content": null},
+            {"role": "user", "content": "last one"}
+        ]}));
+        assert_eq!(r.prompt_tokens, 4 + 4 + 1 + 3);
+        assert_eq!(r.cached_tokens, 4);
+        assert_eq!(r.last_user, "last one");
+    }
+
+    #[test]
+    fn directives_are_stripped_but_still_count_as_prompt() {
+        let r = parse(json!({"messages": [{"role": "user", "content": "hi [[sim:hang]]"}]}));
+        assert_eq!(r.last_user, "hi");
+        assert_eq!(r.prompt_tokens, 3);
+        assert_eq!(r.model, "sim-chat");
+    }
+
+    #[test]
+    fn rejects_bad_bodies() {
+        assert!(ChatRequest::parse(b"{nope").is_err());
+        assert!(ChatRequest::parse(b"[]").is_err());
+        let e = ChatRequest::parse(br#"{"model":"m"}"#).err();
+        assert_eq!(e.and_then(|e| e.param), Some("messages"));
+    }
+
+    #[test]
+    fn thinking_switches() {
+        let base = json!({"model": "sim-reasoner", "messages": []});
+        assert!(!parse(base.clone()).thinking_disabled);
+        for (k, v) in [
+            ("enable_thinking", json!(false)),
+            ("thinking", json!({"type": "disabled"})),
+            ("reasoning_effort", json!("none")),
+        ] {
+            let mut body = base.clone();
+            body[k] = v;
+            assert!(parse(body).thinking_disabled, "{k}");
+        }
+    }
+
+    #[test]
+    fn tool_selection() {
+        let tools = json!([{"type": "function", "function": {"name": "search"}},
+                           {"type": "function", "function": {"name": "other"}}]);
+        let mk = |choice: Value| {
+            parse(json!({"messages": [], "tools": tools, "tool_choice": choice})).tool_name
+        };
+        assert_eq!(mk(json!("auto")), Some("search".into()));
+        assert_eq!(mk(json!(null)), Some("search".into()));
+        assert_eq!(mk(json!("none")), None);
+        assert_eq!(
+            mk(json!({"type": "function", "function": {"name": "other"}})),
+            Some("other".into())
+        );
+        assert_eq!(parse(json!({"messages": [], "tools": []})).tool_name, None);
+    }
+
+    #[test]
+    fn max_completion_tokens_wins() {
+        let r = parse(json!({"messages": [], "max_tokens": 5, "max_completion_tokens": 7}));
+        assert_eq!(r.max_tokens, Some(7));
+    }
+}

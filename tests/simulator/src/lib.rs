@@ -1,0 +1,223 @@
+//! A deterministic fake of an OpenAI-compatible vendor.
+//!
+//! Used in-process by the gateway's end-to-end tests (through [`start`]) and
+//! as a process by the demo and SDK tests (the `upstream-sim` binary).
+//!
+//! Vendor routes: `GET /v1/models`, `POST /v1/chat/completions` (the answer
+//! rules are documented in `src/chat/mod.rs`). When [`SimOptions::api_key`]
+//! is set, every `/v1/...` request needs `Authorization: Bearer <key>`, else
+//! 401.
+//!
+//! Control routes (no auth, not recorded):
+//! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
+//!   value}, body}` (`body_base64` instead of `body` when not UTF-8).
+//! - `DELETE /_sim/requests`: forget them.
+//! - `POST /_sim/faults`: queue a fault, `{"fault": "status", "status": 429,
+//!   "count": 1}`; `fault` is one of `status` (`status` may also be
+//!   `"429-quota"`), `quota`, `hang`, `latency` (with `ms`), `malformed`,
+//!   `cut`; `count` defaults to 1. `DELETE /_sim/faults` empties the queue.
+//!
+//! Directives, anywhere in the last user message, removed from the text
+//! before the reply is computed; several may be combined, also as
+//! comma-separated items of one directive (`[[sim:crlf,fragment]]`):
+//! - `[[sim:status=NNN]]`: that status with the vendor's error body;
+//!   `[[sim:status=429-quota]]`: 429 with code `insufficient_quota`.
+//! - `[[sim:hang]]`: never answer (until shutdown).
+//! - `[[sim:latency_ms=N]]`: wait N ms, then answer (combines with others).
+//! - `[[sim:malformed]]`: 200 with a truncated JSON body, or for streams a
+//!   `data: {not json` event then `[DONE]`.
+//! - `[[sim:cut]]`: abort the connection mid-body (non-streamed: after half
+//!   the JSON; streamed: after the role chunk and three more chunks).
+//! - `[[sim:crlf]]`, `[[sim:fragment]]`, `[[sim:comments]]`: stream with
+//!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
+//!   comments between events.
+//! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
+//!
+//! A queued fault is consumed by the next valid chat request and replaces
+//! any fault or latency directive of that request (framing directives stay).
+
+mod auth;
+mod chat;
+mod control;
+mod errors;
+mod faults;
+mod models;
+mod record;
+mod sse;
+mod tokens;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::extract::{DefaultBodyLimit, OriginalUri};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use axum::{middleware, Router};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use faults::Fault;
+pub use record::Recorded;
+
+/// How the simulator behaves.
+#[derive(Clone, Debug, Default)]
+pub struct SimOptions {
+    /// When set, `/v1/...` requests must carry `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+}
+
+/// Shared by every handler of one server.
+pub(crate) struct SimState {
+    api_key: Option<String>,
+    recorder: record::Recorder,
+    faults: faults::FaultQueue,
+    shutdown: CancellationToken,
+    chat_ids: AtomicU64,
+}
+
+impl SimState {
+    fn next_chat_id(&self) -> u64 {
+        self.chat_ids.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Sleeps unless the server shuts down first; false in that case.
+    async fn wait(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => true,
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
+}
+
+/// A running simulator. Dropping it stops the server too, but only
+/// [`SimServer::shutdown`] waits for that to finish.
+pub struct SimServer {
+    addr: SocketAddr,
+    state: Arc<SimState>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Binds `addr` (port 0 picks a free port) and serves in the background.
+pub async fn start(addr: SocketAddr, opts: SimOptions) -> anyhow::Result<SimServer> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the simulator to {addr}"))?;
+    let addr = listener.local_addr()?;
+    let state = Arc::new(SimState {
+        api_key: opts.api_key,
+        recorder: record::Recorder::default(),
+        faults: faults::FaultQueue::default(),
+        shutdown: CancellationToken::new(),
+        chat_ids: AtomicU64::new(0),
+    });
+    let app = router(state.clone());
+    // Without NODELAY, Nagle would merge the small SSE writes that the
+    // gateway's framing tests need to arrive separately.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("set_nodelay failed: {e}");
+        }
+    });
+    let stop = state.shutdown.clone();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!("simulator server failed: {e}");
+        }
+    });
+    Ok(SimServer {
+        addr,
+        state,
+        task: Some(task),
+    })
+}
+
+fn router(state: Arc<SimState>) -> Router {
+    let vendor = Router::new()
+        .route("/v1/models", get(models::list))
+        .route("/v1/chat/completions", post(chat::completions))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            record::record,
+        ));
+    control::routes()
+        .merge(vendor)
+        .layer(DefaultBodyLimit::max(record::MAX_BODY))
+        .with_state(state)
+}
+
+async fn not_found(OriginalUri(uri): OriginalUri) -> axum::response::Response {
+    errors::ApiError::not_found(uri.path()).into_response()
+}
+
+impl SimServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT/v1`, with a wildcard bind address shown as loopback.
+    pub fn base_url(&self) -> String {
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        format!("http://{addr}/v1")
+    }
+
+    /// Every request received (rejected ones too), oldest first; only the
+    /// newest 10 000 are kept.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.recorder.snapshot()
+    }
+
+    pub fn clear_requests(&self) {
+        self.state.recorder.clear();
+    }
+
+    /// The next `count` chat requests get `fault` (after earlier queued ones).
+    pub fn push_fault(&self, fault: Fault, count: usize) {
+        self.state.faults.push(fault, count);
+    }
+
+    /// Drops every queued fault.
+    pub fn clear_faults(&self) {
+        self.state.faults.clear();
+    }
+
+    /// Stops accepting, ends hanging and delayed answers, and waits (bounded)
+    /// for open connections to close.
+    pub async fn shutdown(mut self) {
+        self.state.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("simulator connections did not close in time; aborting");
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+    }
+}

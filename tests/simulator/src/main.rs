@@ -1,0 +1,67 @@
+//! `upstream-sim`: the simulator as a process, for the demo and SDK tests.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::net::SocketAddr;
+
+use clap::Parser;
+use upstream_sim::SimOptions;
+
+#[derive(Debug, Parser)]
+#[command(version, about = "Deterministic fake OpenAI-compatible vendor")]
+struct Args {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    listen: SocketAddr,
+    /// Require `Authorization: Bearer <KEY>` on /v1 routes.
+    #[arg(long, env = "UPSTREAM_SIM_API_KEY")]
+    api_key: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // Logs go to stderr: stdout carries only the readiness line scripts wait for.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+
+    let args = Args::parse();
+    let server = upstream_sim::start(
+        args.listen,
+        SimOptions {
+            api_key: args.api_key,
+        },
+    )
+    .await?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "upstream-sim listening on http://{}", server.addr())?;
+        out.flush()?;
+    }
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    server.shutdown().await;
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> anyhow::Result<()> {
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! Remembering what the simulator received, so tests can check what the
+//! gateway actually forwarded (injected keys, rewritten bodies, ...).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+
+use crate::errors::ApiError;
+use crate::faults::lock;
+use crate::SimState;
+
+/// Long demos would otherwise grow memory without bound.
+pub const MAX_RECORDED: usize = 10_000;
+
+/// Bodies larger than this are refused; nothing the gateway forwards to a
+/// chat vendor comes close.
+pub const MAX_BODY: usize = 32 * 1024 * 1024;
+
+/// One request as received.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query, e.g. `/v1/chat/completions?x=1`.
+    pub path: String,
+    /// Header names are lower-case, in arrival order; repeats are kept.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl Recorded {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON, if it is JSON.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+#[derive(Default)]
+pub struct Recorder {
+    list: Mutex<VecDeque<Recorded>>,
+}
+
+impl Recorder {
+    pub fn push(&self, r: Recorded) {
+        let mut list = lock(&self.list);
+        if list.len() >= MAX_RECORDED {
+            list.pop_front();
+        }
+        list.push_back(r);
+    }
+
+    pub fn snapshot(&self) -> Vec<Recorded> {
+        lock(&self.list).iter().cloned().collect()
+    }
+
+    pub fn clear(&self) {
+        lock(&self.list).clear();
+    }
+}
+
+/// Middleware: buffers the body, records the request, and hands an
+/// identical request on. Runs before auth so rejected requests are seen too.
+pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let (bytes, failed) = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => (b, false),
+        Err(_) => (Bytes::new(), true),
+    };
+    state.recorder.push(Recorded {
+        method: parts.method.as_str().to_owned(),
+        path: parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: bytes.clone(),
+    });
+    if failed {
+        return ApiError::invalid_request("The request body could not be read.", None)
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(path: &str) -> Recorded {
+        Recorded {
+            method: "GET".into(),
+            path: path.into(),
+            headers: vec![("authorization".into(), "Bearer k".into())],
+            body: Bytes::from_static(b"{\"a\":1}"),
+        }
+    }
+
+    #[test]
+    fn accessors() {
+        let r = rec("/x");
+        assert_eq!(r.header("Authorization"), Some("Bearer k"));
+        assert_eq!(r.header("x-missing"), None);
+        assert_eq!(r.json(), Some(serde_json::json!({"a": 1})));
+    }
+
+    #[test]
+    fn keeps_only_the_newest() {
+        let rec_list = Recorder::default();
+        for i in 0..MAX_RECORDED + 5 {
+            rec_list.push(rec(&format!("/{i}")));
+        }
+        let all = rec_list.snapshot();
+        assert_eq!(all.len(), MAX_RECORDED);
+        assert_eq!(all[0].path, "/5");
+        rec_list.clear();
+        assert!(rec_list.snapshot().is_empty());
+    }
+}

@@ -1,0 +1,140 @@
+//! Laying SSE events out on the wire and feeding them to hyper one body
+//! chunk at a time, optionally ending in a broken connection.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::Framing;
+
+/// Frames each payload as `data: <payload>` plus a blank line. Every event
+/// (or, with `fragment`, every third of one) becomes its own body chunk.
+pub fn frame(payloads: &[String], framing: Framing) -> Vec<Bytes> {
+    let nl = if framing.crlf { "\r\n" } else { "\n" };
+    let mut out = Vec::with_capacity(payloads.len() * 3);
+    for (i, payload) in payloads.iter().enumerate() {
+        if framing.comments && i > 0 {
+            out.push(Bytes::from(format!(": keep-alive{nl}{nl}")));
+        }
+        let event = Bytes::from(format!("data: {payload}{nl}{nl}"));
+        if framing.fragment {
+            // Byte offsets, not char boundaries: a gateway must cope with a
+            // read that ends inside a UTF-8 sequence too.
+            let n = event.len();
+            for (a, b) in [(0, n / 3), (n / 3, 2 * n / 3), (2 * n / 3, n)] {
+                out.push(event.slice(a..b));
+            }
+        } else {
+            out.push(event);
+        }
+    }
+    out
+}
+
+/// A streaming body that hands hyper one piece per poll cycle, so pieces
+/// leave as separate writes instead of being coalesced, then either ends
+/// or (when `cut`) fails, which makes hyper abort the connection.
+pub fn paced(
+    pieces: Vec<Bytes>,
+    delay: Option<Duration>,
+    cut: bool,
+    shutdown: CancellationToken,
+) -> Body {
+    let pacer = Pacer {
+        pieces: pieces.into(),
+        delay,
+        cut,
+        started: false,
+        done: false,
+        shutdown,
+    };
+    Body::from_stream(futures_util::stream::unfold(pacer, |mut p| async move {
+        if p.done {
+            return None;
+        }
+        if p.started && !p.pause().await {
+            p.done = true;
+            return Some((Err(aborted("simulator shutting down")), p));
+        }
+        p.started = true;
+        match p.pieces.pop_front() {
+            Some(piece) => Some((Ok(piece), p)),
+            None if p.cut => {
+                // Give hyper time to put what was sent on the wire before
+                // the connection is torn down.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                p.done = true;
+                Some((Err(aborted("simulated connection cut")), p))
+            }
+            None => None,
+        }
+    }))
+}
+
+struct Pacer {
+    pieces: VecDeque<Bytes>,
+    delay: Option<Duration>,
+    cut: bool,
+    started: bool,
+    done: bool,
+    shutdown: CancellationToken,
+}
+
+impl Pacer {
+    /// Returns false when the simulator is shutting down.
+    async fn pause(&self) -> bool {
+        match self.delay {
+            Some(d) => tokio::select! {
+                _ = tokio::time::sleep(d) => true,
+                _ = self.shutdown.cancelled() => false,
+            },
+            // Returning Pending once makes hyper flush what it holds.
+            None => {
+                tokio::task::yield_now().await;
+                !self.shutdown.is_cancelled()
+            }
+        }
+    }
+}
+
+fn aborted(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn joined(pieces: &[Bytes]) -> String {
+        pieces
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn plain_framing() {
+        let p = frame(&["{}".into(), "[DONE]".into()], Framing::default());
+        assert_eq!(p.len(), 2);
+        assert_eq!(joined(&p), "data: {}\n\ndata: [DONE]\n\n");
+    }
+
+    #[test]
+    fn crlf_comments_and_fragments() {
+        let framing = Framing {
+            crlf: true,
+            fragment: true,
+            comments: true,
+        };
+        let p = frame(&["{\"a\":1}".into(), "[DONE]".into()], framing);
+        assert_eq!(p.len(), 3 + 1 + 3);
+        assert_eq!(
+            joined(&p),
+            "data: {\"a\":1}\r\n\r\n: keep-alive\r\n\r\ndata: [DONE]\r\n\r\n"
+        );
+    }
+}
