@@ -890,9 +890,8 @@ model_map = { m1 = "upstream-m1" }
 
     #[test]
     fn errors_name_the_field() {
-        assert!(
-            err_of(&MINIMAL.replace("127.0.0.1:9/v1/", "nope")).contains("channels[0].base_url")
-        );
+        assert!(err_of(&MINIMAL.replace("http://127.0.0.1:9/v1/", "nope"))
+            .contains("channels[0].base_url"));
         assert!(
             err_of(&MINIMAL.replace("env:VENDOR_KEY", "env:MISSING")).contains("channels[0].key")
         );

@@ -90,7 +90,7 @@ where
         pending: pending.clone(),
         max: max_pending,
     };
-    counted.eventsource().map(move |item| match item {
+    let parsed = counted.eventsource().map(move |item| match item {
         Ok(ev) => {
             // Bytes of this event are spent; what may still be buffered
             // belongs to the next one, bounded by one read.
@@ -104,6 +104,14 @@ where
         Err(EventStreamError::Transport(FeedError::Transport(t))) => Err(SseError::Transport(t)),
         Err(EventStreamError::Utf8(_)) => Err(SseError::Utf8),
         Err(EventStreamError::Parser(p)) => Err(SseError::Syntax(p.to_string())),
+    });
+    // The first error ends the stream: nothing after it can be trusted.
+    parsed.scan(false, |failed, item| {
+        let out = if *failed { None } else { Some(item) };
+        if matches!(out, Some(Err(_))) {
+            *failed = true;
+        }
+        futures_util::future::ready(out)
     })
 }
 
@@ -144,7 +152,10 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         let evs = events(s, max);
-        futures_util::executor::block_on(evs.map(|r| r.map_err(|e| e.to_string())).collect())
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(evs.map(|r| r.map_err(|e| e.to_string())).collect())
     }
 
     fn data(e: &str) -> Result<Event, String> {
@@ -184,8 +195,8 @@ mod tests {
     #[test]
     fn crlf_and_cr_line_ends_even_when_split_between_cr_and_lf() {
         assert_eq!(
-            parse(&[b"data: a\r\n\r\ndata: b\r\r"], 1024),
-            vec![data("a"), data("b")]
+            parse(&[b"data: a\r\n\r\ndata: b\r\rdata: c\n\n"], 1024),
+            vec![data("a"), data("b"), data("c")]
         );
         assert_eq!(
             parse(&[b"data: a\r", b"\n\r", b"\n"], 1024),

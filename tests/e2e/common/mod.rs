@@ -1,0 +1,351 @@
+//! The harness: a real gateway on a free loopback port (in this process, with
+//! a manual clock) in front of a real upstream simulator, and helpers to talk
+//! to both over HTTP as a client would.
+//!
+//! Guest components come from `build/` (made by `make build`); each test
+//! copies the ones it needs into its own temporary plugin folders.
+
+#![allow(dead_code)]
+
+use gateway::clock::ManualClock;
+use gateway::config::Config;
+use gateway::server::{self, Running};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use upstream_sim::{SimOptions, SimServer};
+
+pub const SIM_KEY: &str = "sk-sim-upstream-key";
+pub const ADMIN_KEY: &str = "admin-key-for-tests-0123456789";
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// A built guest component; panics with the fix when it is missing.
+pub fn component(kind: &str, name: &str) -> PathBuf {
+    let p = repo_root()
+        .join("build")
+        .join(kind)
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: run `make build` first",
+        p.display()
+    );
+    p
+}
+
+/// What a test wants in its gateway.
+pub struct Setup {
+    /// Extra TOML appended to the generated config (sections, models, channels).
+    pub extra: String,
+    /// Extra keys for the `[limits]` section.
+    pub limits: String,
+    /// Extra keys for the `[plugins]` section.
+    pub plugins: String,
+    /// Components copied into the adapters folder (from build/adapters or
+    /// build/test-guests): (kind folder, name).
+    pub adapters: Vec<(&'static str, &'static str)>,
+    /// Whether the default channel and models (served by the simulator) are present.
+    pub default_models: bool,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            extra: String::new(),
+            limits: String::new(),
+            plugins: String::new(),
+            adapters: vec![("adapters", "openai")],
+            default_models: true,
+        }
+    }
+}
+
+pub struct Env {
+    pub sim: SimServer,
+    pub gw: Running,
+    pub clock: Arc<ManualClock>,
+    pub dir: tempfile::TempDir,
+    pub http: reqwest::Client,
+    pub config_text: String,
+}
+
+fn default_models(sim_url: &str) -> String {
+    format!(
+        r#"
+[[channels]]
+name = "sim"
+adapter = "openai"
+base_url = "{sim_url}"
+key = "env:E2E_SIM_KEY"
+models = ["gpt-4o-mini", "deepseek-reasoner", "qwen-plus", "thinker"]
+model_map = {{ "gpt-4o-mini" = "sim-chat", "deepseek-reasoner" = "sim-reasoner", "qwen-plus" = "sim-chat", "thinker" = "sim-reasoner" }}
+
+[[models]]
+name = "gpt-4o-mini"
+owned_by = "openai"
+input_price = "1"
+output_price = "4"
+cached_input_price = "0.25"
+
+[[models]]
+name = "deepseek-reasoner"
+input_price = "2"
+output_price = "8"
+
+[[models]]
+name = "qwen-plus"
+input_price = "1"
+output_price = "2"
+policies = ["drop-sampling"]
+
+[[models]]
+name = "thinker"
+input_price = "1"
+output_price = "2"
+policies = ["keep-thinking"]
+"#
+    )
+}
+
+/// The test's own `key = value` lines, plus each default whose key it did not set.
+fn with_defaults(own: &str, defaults: &[&str]) -> String {
+    let mut out = own.to_string();
+    for d in defaults {
+        let key = d.split('=').next().unwrap_or("").trim();
+        if !own.lines().any(|l| l.trim_start().starts_with(key)) {
+            out.push('\n');
+            out.push_str(d);
+        }
+    }
+    out
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        Env::with(Setup::default()).await
+    }
+
+    pub async fn with(setup: Setup) -> Env {
+        let sim = upstream_sim::start(
+            "127.0.0.1:0".parse().unwrap(),
+            SimOptions {
+                api_key: Some(SIM_KEY.into()),
+            },
+        )
+        .await
+        .expect("simulator starts");
+        let dir = tempfile::tempdir().unwrap();
+        let adapters = dir.path().join("adapters");
+        let policies = dir.path().join("policies");
+        std::fs::create_dir_all(&adapters).unwrap();
+        std::fs::create_dir_all(&policies).unwrap();
+        for (kind, name) in &setup.adapters {
+            std::fs::copy(component(kind, name), adapters.join(format!("{name}.wasm"))).unwrap();
+        }
+        for name in ["drop-sampling", "keep-thinking"] {
+            std::fs::copy(
+                component("policies", name),
+                policies.join(format!("{name}.wasm")),
+            )
+            .unwrap();
+        }
+        let models = if setup.default_models {
+            default_models(&sim.base_url())
+        } else {
+            String::new()
+        };
+        let text = format!(
+            r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+adapters_dir = "adapters"
+policies_dir = "policies"
+
+[admin]
+listen = "127.0.0.1:0"
+key = "{ADMIN_KEY}"
+
+[limits]
+{limits}
+
+[plugins]
+{plugins}
+
+{models}
+{extra}
+"#,
+            limits = with_defaults(
+                &setup.limits,
+                &["upstream_timeout_secs = 5", "stream_idle_timeout_secs = 5"]
+            ),
+            plugins = with_defaults(
+                &setup.plugins,
+                &[
+                    "max_instances = 24",
+                    "call_timeout_ms = 200",
+                    "max_memory_mib = 32",
+                    "reload_interval_secs = 0"
+                ],
+            ),
+            extra = setup.extra.replace("{SIM_URL}", &sim.base_url()),
+        );
+        let config = Config::from_toml(&text, dir.path(), &|v| {
+            (v == "E2E_SIM_KEY").then(|| SIM_KEY.to_string())
+        })
+        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+        let clock = Arc::new(ManualClock::starting_now());
+        let gw = server::start(config, Some(clock.clone()))
+            .await
+            .expect("gateway starts");
+        Env {
+            sim,
+            gw,
+            clock,
+            dir,
+            http: reqwest::Client::new(),
+            config_text: text,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.gw.public_addr)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.gw.admin_addr)
+    }
+
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, self.admin_url(path))
+            .bearer_auth(ADMIN_KEY);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("admin API answers");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A new account with `cny` of trial credit; returns its id.
+    pub async fn account(&self, cny: &str) -> String {
+        let (s, v) = self
+            .admin(
+                reqwest::Method::POST,
+                "/admin/v1/accounts",
+                Some(json!({"name": "test", "trial_credit_cny": cny})),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    /// A token for the account; `extra` adds fields (models, ips, quota_cny, expires_at).
+    pub async fn token_with(&self, account: &str, extra: Value) -> (String, String) {
+        let mut body = json!({"account": account, "name": "t"});
+        if let Value::Object(m) = extra {
+            for (k, v) in m {
+                body[k] = v;
+            }
+        }
+        let (s, v) = self
+            .admin(reqwest::Method::POST, "/admin/v1/tokens", Some(body))
+            .await;
+        assert_eq!(s, 200, "{v}");
+        (
+            v["id"].as_str().unwrap().to_string(),
+            v["key"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// An account with 5 CNY and a plain token; returns the key.
+    pub async fn key(&self) -> String {
+        let a = self.account("5").await;
+        self.token_with(&a, json!({})).await.1
+    }
+
+    pub async fn post(&self, key: &str, path: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.url(path))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .expect("gateway answers")
+    }
+
+    pub async fn chat(&self, key: &str, body: Value) -> reqwest::Response {
+        self.post(key, "/v1/chat/completions", body).await
+    }
+
+    pub async fn balance(&self, account: &str) -> (i64, i64) {
+        let (s, v) = self
+            .admin(
+                reqwest::Method::GET,
+                &format!("/admin/v1/accounts/{account}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        (
+            v["balance"].as_i64().unwrap(),
+            v["ledger_sum"].as_i64().unwrap(),
+        )
+    }
+
+    pub async fn stop(self) {
+        self.gw.shutdown().await;
+        self.sim.shutdown().await;
+    }
+}
+
+/// A chat body with one user message.
+pub fn user(model: &str, text: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": text}]})
+}
+
+/// Asserts the standard error envelope and returns `(code, message)`.
+pub async fn envelope(resp: reqwest::Response, status: u16) -> (String, String) {
+    assert_eq!(resp.status().as_u16(), status, "unexpected status");
+    let rid = resp
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .expect("every response has X-Request-Id");
+    let v: Value = resp.json().await.expect("error body is JSON");
+    let err = &v["error"];
+    let msg = err["message"].as_str().expect("message").to_string();
+    assert!(
+        msg.ends_with(&format!("(request id: {rid})")),
+        "message ends with the request id: {msg}"
+    );
+    assert!(err["type"].is_string(), "type present: {v}");
+    (err["code"].as_str().expect("code").to_string(), msg)
+}
+
+/// Reads a whole SSE answer into its `data:` payloads.
+pub async fn sse_data(resp: reqwest::Response) -> Vec<String> {
+    let text = resp.text().await.expect("stream body");
+    text.split("\n\n")
+        .filter_map(|ev| {
+            let data: Vec<&str> = ev
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect();
+            (!data.is_empty()).then(|| data.join("\n"))
+        })
+        .collect()
+}

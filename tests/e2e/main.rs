@@ -1,0 +1,9 @@
+//! End-to-end tests: the real gateway on a loopback port against the upstream
+//! simulator, talked to over HTTP. Run with `make test` (which builds the
+//! guest components they load first).
+
+mod common;
+
+mod auth;
+mod chat;
+mod sandbox;
