@@ -26,7 +26,7 @@ pub struct ReqInfo {
 /// An authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub token: Token,
+    pub token: std::sync::Arc<Token>,
     pub info: ReqInfo,
 }
 
@@ -98,9 +98,8 @@ impl FromRequestParts<SharedState> for Caller {
             .ok_or_else(|| ApiError::internal("request info missing"))?;
         let key = presented_key(&parts.headers, parts.uri.query()).ok_or(ApiError::InvalidToken)?;
         let token = state
-            .store
+            .ledger
             .token_by_key(key)
-            .map_err(ApiError::internal)?
             .ok_or(ApiError::InvalidToken)?;
         check_token(&token, info.ip, state.clock.now_secs())?;
         Ok(Caller { token, info })

@@ -153,6 +153,9 @@ struct RawBilling {
     trial_credit_cny: Cny,
     /// Completion tokens reserved for a chat call that names no `max_tokens`.
     default_max_tokens: u64,
+    /// When a money change counts as stored: `batched` (written to the OS,
+    /// fsync every 10 ms) or `always` (fsync before acknowledging).
+    wal_sync: crate::store::wal::WalSync,
 }
 
 impl Default for RawBilling {
@@ -161,6 +164,7 @@ impl Default for RawBilling {
             quota_per_cny: 500_000,
             trial_credit_cny: Cny::Int(5),
             default_max_tokens: 4096,
+            wal_sync: crate::store::wal::WalSync::Batched,
         }
     }
 }
@@ -322,6 +326,7 @@ pub struct Config {
     pub currency: Currency,
     pub trial_credit: Quota,
     pub default_max_tokens: u64,
+    pub wal_sync: crate::store::wal::WalSync,
     pub video: VideoConfig,
     pub webhooks: WebhookConfig,
     pub manual_clock: bool,
@@ -741,6 +746,7 @@ fn resolve(
         currency,
         trial_credit,
         default_max_tokens: positive("billing.default_max_tokens", raw.billing.default_max_tokens)?,
+        wal_sync: raw.billing.wal_sync,
         video,
         webhooks,
         manual_clock: raw.testing.manual_clock,

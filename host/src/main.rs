@@ -46,6 +46,12 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
+    // `RUST_BACKTRACE=1` also makes every `anyhow` error capture a backtrace,
+    // and wasmtime builds such errors on ordinary paths (tearing down a
+    // store). Keep panic backtraces, skip the per-error ones, unless asked.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { config } => match Config::load(&config) {

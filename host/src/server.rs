@@ -1,12 +1,14 @@
 //! Assembling the gateway from its config and running its two listeners.
 
 use crate::api;
+use crate::billing::ledger::Ledger;
 use crate::clock::{ManualClock, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::limits::{GroupSlots, RateLimiter};
 use crate::plugins::Plugins;
 use crate::state::{AppState, Catalog, SharedState};
 use crate::store::Store;
+use axum::serve::ListenerExt as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -57,11 +59,11 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             config.data_dir.display()
         )
     })?;
-    let refunded =
-        store.reconcile_text_reservations(crate::clock::Clock::now_secs(&*shared_clock))?;
-    if refunded > 0 {
-        tracing::warn!("refunded {refunded} text reservation(s) left open by an earlier run");
-    }
+    let now = crate::clock::Clock::now_secs(&*shared_clock);
+    let ledger = Arc::new(
+        Ledger::open(store.clone(), &config.data_dir, config.wal_sync, now)
+            .map_err(|e| anyhow::anyhow!("cannot open the ledger: {e}"))?,
+    );
 
     let mut dirs = vec![config.adapters_dir.clone()];
     dirs.extend(config.policies_dir.clone());
@@ -99,6 +101,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         clock: shared_clock,
         manual_clock: manual,
         store,
+        ledger,
         plugins,
         http,
     });
@@ -124,6 +127,11 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         (admin, api::admin_router(state.clone())),
     ] {
         let stop = stop.clone();
+        // Answers are small and written in one go; Nagle's algorithm would
+        // only hold them back waiting for the client's delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tasks.push(tokio::spawn(async move {
             let service = router.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(listener, service)

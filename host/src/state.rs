@@ -1,6 +1,7 @@
 //! What every handler shares: config, clock, store, plugins, the upstream
 //! HTTP client, the model catalog and the limiters.
 
+use crate::billing::ledger::Ledger;
 use crate::clock::{ManualClock, SharedClock};
 use crate::config::{ChannelConfig, Config, ModelConfig, VideoModelConfig};
 use crate::limits::{GroupSlots, RateLimiter};
@@ -71,6 +72,7 @@ pub struct AppState {
     /// can then move time.
     pub manual_clock: Option<Arc<ManualClock>>,
     pub store: Store,
+    pub ledger: Arc<Ledger>,
     pub plugins: Arc<Plugins>,
     pub http: reqwest::Client,
     pub catalog: Catalog,

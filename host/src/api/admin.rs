@@ -4,9 +4,9 @@
 //! (spec §5); `gateway admin ...` is a thin client of this API.
 
 use crate::auth::presented_key;
+use crate::billing::ledger::NewToken;
 use crate::error::ApiError;
 use crate::state::SharedState;
-use crate::store::accounts::NewToken;
 use crate::store::records::{Token, TokenStatus};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -103,7 +103,7 @@ async fn create_account(
     };
     let group = req.group.unwrap_or_else(|| "default".into());
     let a = state
-        .store
+        .ledger
         .create_account(&req.name, &group, trial, state.clock.now_secs())
         .await
         .map_err(ApiError::internal)?;
@@ -111,7 +111,7 @@ async fn create_account(
 }
 
 async fn list_accounts(State(state): State<SharedState>, _: Admin) -> Reply {
-    let list = state.store.accounts().map_err(ApiError::internal)?;
+    let list = state.ledger.accounts();
     Ok(Json(json!({
         "object": "list",
         "data": list.iter().map(|a| account_json(&state, a)).collect::<Vec<_>>(),
@@ -120,10 +120,15 @@ async fn list_accounts(State(state): State<SharedState>, _: Admin) -> Reply {
 
 async fn show_account(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
     let a = state
-        .store
+        .ledger
         .account(&id)
-        .map_err(ApiError::internal)?
         .ok_or_else(|| ApiError::NotFound(format!("no account `{id}`")))?;
+    // The ledger rows are read from the store: wait until it holds everything.
+    state
+        .ledger
+        .checkpoint()
+        .await
+        .map_err(ApiError::internal)?;
     let ledger = state.store.ledger(&id).map_err(ApiError::internal)?;
     let ledger_sum: i64 = ledger.iter().map(|e| e.amount).sum();
     let mut v = account_json(&state, &a);
@@ -152,7 +157,7 @@ async fn top_up(
         return Err(bad("cny: the amount must be greater than 0"));
     }
     let a = state
-        .store
+        .ledger
         .top_up(&id, amount, "top-up", state.clock.now_secs())
         .await
         .map_err(ApiError::internal)?
@@ -231,7 +236,7 @@ async fn create_token(
         expires_at: req.expires_at,
     };
     let (token, key) = state
-        .store
+        .ledger
         .create_token(new, state.clock.now_secs())
         .await
         .map_err(ApiError::internal)?
@@ -251,10 +256,7 @@ async fn list_tokens(
     _: Admin,
     Query(q): Query<TokenFilter>,
 ) -> Reply {
-    let list = state
-        .store
-        .tokens_of(&q.account)
-        .map_err(ApiError::internal)?;
+    let list = state.ledger.tokens_of(&q.account);
     Ok(Json(json!({
         "object": "list",
         "data": list.iter().map(|t| token_json(&state, t)).collect::<Vec<_>>(),
@@ -263,16 +265,15 @@ async fn list_tokens(
 
 async fn show_token(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
     let t = state
-        .store
+        .ledger
         .token(&id)
-        .map_err(ApiError::internal)?
         .ok_or_else(|| ApiError::NotFound(format!("no token `{id}`")))?;
     Ok(Json(token_json(&state, &t)))
 }
 
 async fn set_status(state: &SharedState, id: &str, status: TokenStatus) -> Reply {
     let t = state
-        .store
+        .ledger
         .set_token_status(id, status)
         .await
         .map_err(ApiError::internal)?
@@ -304,6 +305,11 @@ struct UsageFilter {
 
 async fn usage(State(state): State<SharedState>, _: Admin, Query(q): Query<UsageFilter>) -> Reply {
     let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    state
+        .ledger
+        .checkpoint()
+        .await
+        .map_err(ApiError::internal)?;
     let rows = state
         .store
         .usage(q.account.as_deref(), q.token.as_deref(), limit)

@@ -6,13 +6,14 @@
 //! an early return, a panic, a cancelled request — the drop refunds it in the
 //! background, so no code path can leave money stuck.
 
+use super::ledger::{Ledger, Settlement};
 use super::money::Quota;
-use crate::store::accounts::Settlement;
 use crate::store::records::UsageRecord;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
+use std::sync::Arc;
 
 pub struct Hold {
-    store: Store,
+    ledger: Arc<Ledger>,
     id: String,
     amount: Quota,
     now: i64,
@@ -20,9 +21,9 @@ pub struct Hold {
 }
 
 impl Hold {
-    pub fn new(store: Store, reservation_id: String, amount: Quota, now: i64) -> Hold {
+    pub fn new(ledger: Arc<Ledger>, reservation_id: String, amount: Quota, now: i64) -> Hold {
         Hold {
-            store,
+            ledger,
             id: reservation_id,
             amount,
             now,
@@ -46,7 +47,7 @@ impl Hold {
         now: i64,
     ) -> Result<Settlement, StoreError> {
         self.open = false;
-        self.store.settle(&self.id, cost, usage, now).await
+        self.ledger.settle(&self.id, cost, usage, now).await
     }
 
     /// Charges nothing.
@@ -64,9 +65,9 @@ impl Drop for Hold {
         if !self.open {
             return;
         }
-        let (store, id, now) = (self.store.clone(), std::mem::take(&mut self.id), self.now);
+        let (ledger, id, now) = (self.ledger.clone(), std::mem::take(&mut self.id), self.now);
         let refund = async move {
-            if let Err(e) = store.settle(&id, 0, None, now).await {
+            if let Err(e) = ledger.settle(&id, 0, None, now).await {
                 tracing::error!("refunding abandoned reservation {id} failed: {e}; it is refunded at the next start");
             }
         };

@@ -7,15 +7,14 @@ use super::stream;
 use super::upstream::{self, SendError};
 use crate::auth::Caller;
 use crate::billing::hold::Hold;
+use crate::billing::ledger::ReserveRefusal;
 use crate::billing::text as pricing;
 use crate::config::{ChannelConfig, ModelConfig};
 use crate::error::ApiError;
 use crate::plugins::bindings::types::{Protocol, RequestCtx, Usage};
 use crate::plugins::session::{run_policies, AdapterSession};
 use crate::state::SharedState;
-use crate::store::accounts::ReserveRefusal;
 use crate::store::records::{ReservationKind, UsageRecord};
-use crate::store::Durability;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -109,7 +108,7 @@ async fn reserve(
     let now = state.clock.now_secs();
     let cur = &state.config.currency;
     let outcome = state
-        .store
+        .ledger
         .reserve(
             &caller.token.account_id,
             Some(&caller.token.id),
@@ -117,14 +116,12 @@ async fn reserve(
             ReservationKind::Text,
             &caller.info.id,
             now,
-            // Losing a text hold in a crash only drops a hold on money that
-            // was never charged; the settlement is durable.
-            Durability::Lazy,
+            false,
         )
         .await
         .map_err(ApiError::internal)?;
     match outcome {
-        Ok(res) => Ok(Hold::new(state.store.clone(), res.id, amount, now)),
+        Ok(res) => Ok(Hold::new(state.ledger.clone(), res.id, amount, now)),
         Err(ReserveRefusal::Insufficient { balance }) => Err(ApiError::InsufficientQuota {
             required: amount,
             required_cny: cur.format_cny(amount),
@@ -153,9 +150,8 @@ pub async fn serve(
         .ok_or_else(|| ApiError::ModelNotFound(req.model.clone()))?;
     caller.check_model(&model.name)?;
     let group = state
-        .store
+        .ledger
         .account(&caller.token.account_id)
-        .map_err(ApiError::internal)?
         .ok_or(ApiError::InvalidToken)?
         .group;
     let permit = state

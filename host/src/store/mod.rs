@@ -17,8 +17,9 @@
 
 pub mod accounts;
 pub mod records;
+pub mod wal;
 
-use redb::{Database, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, ReadTransaction, TableDefinition, WriteTransaction};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub(crate) const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("to
 pub(crate) const TOKEN_KEYS: TableDefinition<&str, &str> = TableDefinition::new("token_keys");
 pub(crate) const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
 pub(crate) const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
-pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 #[derive(Debug, thiserror::Error, Clone)]
 pub enum StoreError {
@@ -160,14 +161,6 @@ impl Store {
         self.jobs
             .send(Job { durability, run })
             .map_err(|_| StoreError::WriterGone)
-    }
-
-    /// Next value of a named counter (ids that must be ordered, like usage rows).
-    pub(crate) fn next_counter(txn: &WriteTransaction, name: &str) -> Result<u64, StoreError> {
-        let mut meta = txn.open_table(META)?;
-        let next = meta.get(name)?.map(|v| v.value()).unwrap_or(0) + 1;
-        meta.insert(name, next)?;
-        Ok(next)
     }
 }
 

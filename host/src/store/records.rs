@@ -124,3 +124,24 @@ pub struct UsageRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
+
+/// One change to the money-related records, as logged in the write-ahead log
+/// and folded into redb by the checkpointer. Every fact is an upsert or a
+/// delete keyed by id, so applying one twice is harmless.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum Fact {
+    /// The account record after the change (balance, ledger position, ...).
+    Account(Account),
+    Ledger {
+        account_id: String,
+        entry: LedgerEntry,
+    },
+    /// The token record after the change (status, used, reserved, ...).
+    Token(Token),
+    HoldOpened(Reservation),
+    HoldClosed {
+        id: String,
+    },
+    Usage(UsageRecord),
+}

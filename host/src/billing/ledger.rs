@@ -1,0 +1,697 @@
+//! The books: every account's balance, every token's spending, every hold on
+//! money for a call in flight — kept in memory, where the checks happen, and
+//! logged before they are acknowledged (see `store::wal`).
+//!
+//! Rules, enforced here and nowhere else:
+//! - a balance changes only by a ledger entry (trial, top-up, reserve,
+//!   settle, refund) posted in the same step, so `balance == Σ entries`;
+//! - a reservation never takes a balance below zero, nor a token past its cap;
+//! - settling charges the real cost and refunds the rest of the hold; a cost
+//!   beyond the hold is taken from the balance only as far as it reaches.
+//!
+//! One mutex guards the books. Every operation holds it for a few
+//! microseconds of arithmetic and queues its log record before releasing it,
+//! so the log order is the order the books changed in.
+
+use super::money::Quota;
+use crate::store::records::*;
+use crate::store::wal::{self, WalSync, WalWriter};
+use crate::store::{Store, StoreError};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+/// Why a reservation was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReserveRefusal {
+    NoAccount,
+    Insufficient { balance: Quota },
+    TokenQuota { limit: Quota, used: Quota },
+}
+
+/// What a settlement did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Settlement {
+    pub charged: Quota,
+    pub refunded: Quota,
+}
+
+pub struct NewToken {
+    pub account_id: String,
+    pub name: String,
+    pub models: Option<Vec<String>>,
+    pub ips: Option<Vec<String>>,
+    pub quota_limit: Option<Quota>,
+    pub expires_at: Option<i64>,
+}
+
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+#[derive(Default)]
+struct Books {
+    accounts: HashMap<String, Account>,
+    tokens: HashMap<String, Arc<Token>>,
+    /// Key hash → token id, for tokens that can still authenticate.
+    by_key: HashMap<String, String>,
+    holds: HashMap<String, Reservation>,
+    next_seq: u64,
+    next_usage_seq: u64,
+}
+
+impl Books {
+    /// Posts one entry to an account: moves the balance, returns the facts.
+    fn post(
+        account: &mut Account,
+        kind: LedgerKind,
+        amount: Quota,
+        reference: &str,
+        at: i64,
+        charged: Option<Quota>,
+        facts: &mut Vec<Fact>,
+    ) {
+        account.balance += amount;
+        account.ledger_seq += 1;
+        facts.push(Fact::Ledger {
+            account_id: account.id.clone(),
+            entry: LedgerEntry {
+                seq: account.ledger_seq,
+                kind,
+                amount,
+                balance_after: account.balance,
+                reference: reference.to_string(),
+                at,
+                charged,
+            },
+        });
+    }
+
+    fn update_token(&mut self, id: &str, f: impl FnOnce(&mut Token), facts: &mut Vec<Fact>) {
+        if let Some(t) = self.tokens.get_mut(id) {
+            let t = Arc::make_mut(t);
+            f(t);
+            facts.push(Fact::Token(t.clone()));
+        }
+    }
+}
+
+pub struct Ledger {
+    books: Mutex<Books>,
+    wal: WalWriter,
+    store: Store,
+}
+
+impl Ledger {
+    /// Replays the log into redb, loads the books from redb and starts
+    /// logging. Text holds left open by an earlier run are refunded (their
+    /// calls died with the process); video holds belong to tasks and stay.
+    pub fn open(store: Store, dir: &Path, sync: WalSync, now: i64) -> Result<Ledger, StoreError> {
+        let last_seq = wal::recover(dir, &store, crate::store::accounts::apply_facts)?;
+        let mut books = Books {
+            next_seq: last_seq + 1,
+            next_usage_seq: store.last_usage_seq()? + 1,
+            ..Books::default()
+        };
+        for a in store.accounts()? {
+            books.accounts.insert(a.id.clone(), a);
+        }
+        for t in store.tokens()? {
+            if t.status != TokenStatus::Deleted {
+                books.by_key.insert(t.key_hash.clone(), t.id.clone());
+            }
+            books.tokens.insert(t.id.clone(), Arc::new(t));
+        }
+        for r in store.open_reservations()? {
+            books.holds.insert(r.id.clone(), r);
+        }
+        let wal = wal::start(
+            dir,
+            store.clone(),
+            sync,
+            books.next_seq,
+            crate::store::accounts::apply_facts,
+        )?;
+        let ledger = Ledger {
+            books: Mutex::new(books),
+            wal,
+            store,
+        };
+        let stale: Vec<String> = ledger
+            .lock()
+            .holds
+            .values()
+            .filter(|r| r.kind == ReservationKind::Text)
+            .map(|r| r.id.clone())
+            .collect();
+        for id in &stale {
+            ledger.close_hold(id, 0, None, now, None)?;
+        }
+        if !stale.is_empty() {
+            tracing::warn!(
+                "refunded {} text hold(s) left open by an earlier run",
+                stale.len()
+            );
+        }
+        Ok(ledger)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Books> {
+        // The books stay consistent even if a holder panicked: every
+        // operation validates before it mutates.
+        self.books.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues the facts under the books' lock (so log order = change order).
+    fn log(
+        &self,
+        books: &mut Books,
+        facts: Vec<Fact>,
+        wait: bool,
+    ) -> Result<Option<oneshot::Receiver<Result<(), StoreError>>>, StoreError> {
+        if facts.is_empty() {
+            return Ok(None);
+        }
+        let seq = books.next_seq;
+        books.next_seq += 1;
+        let (ack, rx) = if wait {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        self.wal.append(seq, facts, ack)?;
+        Ok(rx)
+    }
+
+    async fn acked(
+        rx: Option<oneshot::Receiver<Result<(), StoreError>>>,
+    ) -> Result<(), StoreError> {
+        match rx {
+            Some(rx) => rx.await.map_err(|_| StoreError::WriterGone)?,
+            None => Ok(()),
+        }
+    }
+
+    // ---- accounts -----------------------------------------------------------
+
+    pub async fn create_account(
+        &self,
+        name: &str,
+        group: &str,
+        trial: Quota,
+        now: i64,
+    ) -> Result<Account, StoreError> {
+        let rx;
+        let account;
+        {
+            let mut books = self.lock();
+            let mut a = Account {
+                id: crate::ids::new_id("acct_"),
+                name: name.to_string(),
+                group: group.to_string(),
+                created_at: now,
+                balance: 0,
+                ledger_seq: 0,
+            };
+            let mut facts = Vec::new();
+            if trial > 0 {
+                Books::post(
+                    &mut a,
+                    LedgerKind::Trial,
+                    trial,
+                    "trial credit",
+                    now,
+                    None,
+                    &mut facts,
+                );
+            }
+            facts.push(Fact::Account(a.clone()));
+            books.accounts.insert(a.id.clone(), a.clone());
+            rx = self.log(&mut books, facts, true)?;
+            account = a;
+        }
+        Self::acked(rx).await?;
+        Ok(account)
+    }
+
+    pub fn account(&self, id: &str) -> Option<Account> {
+        self.lock().accounts.get(id).cloned()
+    }
+
+    pub fn accounts(&self) -> Vec<Account> {
+        let mut v: Vec<Account> = self.lock().accounts.values().cloned().collect();
+        v.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        v
+    }
+
+    /// Adds money. `None` when the account does not exist.
+    pub async fn top_up(
+        &self,
+        id: &str,
+        amount: Quota,
+        note: &str,
+        now: i64,
+    ) -> Result<Option<Account>, StoreError> {
+        let (rx, account) = {
+            let mut books = self.lock();
+            let Some(a) = books.accounts.get_mut(id) else {
+                return Ok(None);
+            };
+            let mut facts = Vec::new();
+            Books::post(a, LedgerKind::TopUp, amount, note, now, None, &mut facts);
+            facts.push(Fact::Account(a.clone()));
+            let a = a.clone();
+            (self.log(&mut books, facts, true)?, a)
+        };
+        Self::acked(rx).await?;
+        Ok(Some(account))
+    }
+
+    // ---- tokens -------------------------------------------------------------
+
+    /// Creates a token; returns it with its key, which is never stored.
+    pub async fn create_token(
+        &self,
+        new: NewToken,
+        now: i64,
+    ) -> Result<Option<(Token, String)>, StoreError> {
+        let key = crate::ids::new_api_key();
+        let token = Token {
+            id: crate::ids::new_id("tok_"),
+            account_id: new.account_id,
+            name: new.name,
+            key_hash: hash_key(&key),
+            key_hint: format!("{}…{}", &key[..7], &key[key.len() - 4..]),
+            models: new.models,
+            ips: new.ips,
+            quota_limit: new.quota_limit,
+            used: 0,
+            reserved: 0,
+            expires_at: new.expires_at,
+            status: TokenStatus::Active,
+            created_at: now,
+        };
+        let rx = {
+            let mut books = self.lock();
+            if !books.accounts.contains_key(&token.account_id) {
+                return Ok(None);
+            }
+            books
+                .by_key
+                .insert(token.key_hash.clone(), token.id.clone());
+            books
+                .tokens
+                .insert(token.id.clone(), Arc::new(token.clone()));
+            self.log(&mut books, vec![Fact::Token(token.clone())], true)?
+        };
+        Self::acked(rx).await?;
+        Ok(Some((token, key)))
+    }
+
+    /// The token a presented key belongs to (active, disabled or expired;
+    /// deleted tokens are gone).
+    pub fn token_by_key(&self, key: &str) -> Option<Arc<Token>> {
+        let hash = hash_key(key);
+        let books = self.lock();
+        let id = books.by_key.get(&hash)?;
+        books.tokens.get(id).cloned()
+    }
+
+    pub fn token(&self, id: &str) -> Option<Arc<Token>> {
+        self.lock().tokens.get(id).cloned()
+    }
+
+    pub fn tokens_of(&self, account_id: &str) -> Vec<Arc<Token>> {
+        let mut v: Vec<Arc<Token>> = self
+            .lock()
+            .tokens
+            .values()
+            .filter(|t| t.account_id == account_id && t.status != TokenStatus::Deleted)
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        v
+    }
+
+    /// Disables or deletes a token; a deleted token's key never works again.
+    pub async fn set_token_status(
+        &self,
+        id: &str,
+        status: TokenStatus,
+    ) -> Result<Option<Arc<Token>>, StoreError> {
+        let (rx, token) = {
+            let mut books = self.lock();
+            let Some(existing) = books.tokens.get(id).cloned() else {
+                return Ok(None);
+            };
+            if status == TokenStatus::Deleted {
+                books.by_key.remove(&existing.key_hash);
+            }
+            let mut facts = Vec::new();
+            books.update_token(id, |t| t.status = status, &mut facts);
+            let token = books.tokens.get(id).cloned();
+            (self.log(&mut books, facts, true)?, token)
+        };
+        Self::acked(rx).await?;
+        Ok(token)
+    }
+
+    // ---- holds ----------------------------------------------------------------
+
+    /// Holds `amount` of the account's balance (and of the token's cap) for a
+    /// call in flight. With `wait`, returns only once the hold is logged (a
+    /// video hold must survive a crash with its task); a text hold is not
+    /// waited for — losing it in a crash only drops a hold on money that was
+    /// never charged.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn reserve(
+        &self,
+        account_id: &str,
+        token_id: Option<&str>,
+        amount: Quota,
+        kind: ReservationKind,
+        reference: &str,
+        now: i64,
+        wait: bool,
+    ) -> Result<Result<Reservation, ReserveRefusal>, StoreError> {
+        let amount = amount.max(0);
+        let (rx, res) = {
+            let mut books = self.lock();
+            let Some(balance) = books.accounts.get(account_id).map(|a| a.balance) else {
+                return Ok(Err(ReserveRefusal::NoAccount));
+            };
+            if balance < amount {
+                return Ok(Err(ReserveRefusal::Insufficient { balance }));
+            }
+            if let Some(t) = token_id.and_then(|id| books.tokens.get(id)) {
+                if let Some(limit) = t.quota_limit {
+                    if t.used + t.reserved + amount > limit {
+                        return Ok(Err(ReserveRefusal::TokenQuota {
+                            limit,
+                            used: t.used,
+                        }));
+                    }
+                }
+            }
+            let res = Reservation {
+                id: crate::ids::new_id("res_"),
+                account_id: account_id.to_string(),
+                token_id: token_id.map(str::to_string),
+                amount,
+                kind,
+                reference: reference.to_string(),
+                created_at: now,
+            };
+            let mut facts = Vec::new();
+            if let Some(a) = books.accounts.get_mut(account_id) {
+                if amount > 0 {
+                    Books::post(
+                        a,
+                        LedgerKind::Reserve,
+                        -amount,
+                        &res.id,
+                        now,
+                        None,
+                        &mut facts,
+                    );
+                    facts.push(Fact::Account(a.clone()));
+                }
+            }
+            if let Some(tid) = token_id {
+                books.update_token(tid, |t| t.reserved += amount, &mut facts);
+            }
+            facts.push(Fact::HoldOpened(res.clone()));
+            books.holds.insert(res.id.clone(), res.clone());
+            (self.log(&mut books, facts, wait)?, res)
+        };
+        Self::acked(rx).await?;
+        Ok(Ok(res))
+    }
+
+    /// Settles a hold at `cost` and records the call's usage row (its `cost`
+    /// set to what was charged), in one logged step; returns once logged.
+    /// Settling a hold that is already closed does nothing.
+    pub async fn settle(
+        &self,
+        hold_id: &str,
+        cost: Quota,
+        usage: Option<UsageRecord>,
+        now: i64,
+    ) -> Result<Settlement, StoreError> {
+        let (tx, rx) = oneshot::channel();
+        let out = self.close_hold(hold_id, cost, usage, now, Some(tx))?;
+        rx.await.map_err(|_| StoreError::WriterGone)??;
+        Ok(out)
+    }
+
+    fn close_hold(
+        &self,
+        hold_id: &str,
+        cost: Quota,
+        usage: Option<UsageRecord>,
+        now: i64,
+        ack: Option<wal::Ack>,
+    ) -> Result<Settlement, StoreError> {
+        let mut books = self.lock();
+        let mut facts = Vec::new();
+        let mut out = Settlement::default();
+        if let Some(res) = books.holds.remove(hold_id) {
+            let cost = cost.max(0);
+            if let Some(a) = books.accounts.get_mut(&res.account_id) {
+                if cost <= res.amount {
+                    out = Settlement {
+                        charged: cost,
+                        refunded: res.amount - cost,
+                    };
+                    if cost > 0 {
+                        Books::post(
+                            a,
+                            LedgerKind::Settle,
+                            0,
+                            &res.id,
+                            now,
+                            Some(cost),
+                            &mut facts,
+                        );
+                    }
+                    if out.refunded > 0 {
+                        Books::post(
+                            a,
+                            LedgerKind::Refund,
+                            out.refunded,
+                            &res.id,
+                            now,
+                            None,
+                            &mut facts,
+                        );
+                    }
+                } else {
+                    // The vendor used more than the estimate: collect what the
+                    // balance holds, never more.
+                    let extra = (cost - res.amount).min(a.balance.max(0));
+                    out.charged = res.amount + extra;
+                    Books::post(
+                        a,
+                        LedgerKind::Settle,
+                        -extra,
+                        &res.id,
+                        now,
+                        Some(out.charged),
+                        &mut facts,
+                    );
+                }
+                facts.push(Fact::Account(a.clone()));
+            }
+            if let Some(tid) = &res.token_id {
+                let charged = out.charged;
+                books.update_token(
+                    tid,
+                    |t| {
+                        t.reserved = (t.reserved - res.amount).max(0);
+                        t.used += charged;
+                    },
+                    &mut facts,
+                );
+            }
+            facts.push(Fact::HoldClosed { id: res.id.clone() });
+        }
+        if let Some(mut u) = usage {
+            u.cost = out.charged;
+            u.seq = books.next_usage_seq;
+            books.next_usage_seq += 1;
+            facts.push(Fact::Usage(u));
+        }
+        if facts.is_empty() {
+            if let Some(ack) = ack {
+                let _ = ack.send(Ok(()));
+            }
+            return Ok(out);
+        }
+        let seq = books.next_seq;
+        books.next_seq += 1;
+        self.wal.append(seq, facts, ack)?;
+        Ok(out)
+    }
+
+    /// Open holds (tests, reconciliation of video holds).
+    pub fn holds(&self) -> Vec<Reservation> {
+        self.lock().holds.values().cloned().collect()
+    }
+
+    /// Waits until every change so far is in redb (admin reads of the ledger
+    /// and usage rows use this to see their own writes).
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.wal.checkpoint().await
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> Ledger {
+        // A dropped ledger's threads let go of the database file shortly
+        // after; a real restart is a new process and never waits.
+        let mut tries = 0;
+        let store = loop {
+            match Store::open(&dir.join("db.redb")) {
+                Ok(s) => break s,
+                Err(e) if tries < 100 => {
+                    tries += 1;
+                    let _ = e;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        Ledger::open(store, dir, WalSync::Batched, 1).unwrap()
+    }
+
+    fn sum(store: &Store, id: &str) -> Quota {
+        store.ledger(id).unwrap().iter().map(|e| e.amount).sum()
+    }
+
+    #[tokio::test]
+    async fn reserve_settle_refund_keep_the_ledger_equal_to_the_balance() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = open(dir.path());
+        let a = l.create_account("a", "default", 1_000, 1).await.unwrap();
+        let (tok, key) = l
+            .create_token(
+                NewToken {
+                    account_id: a.id.clone(),
+                    name: "t".into(),
+                    models: None,
+                    ips: None,
+                    quota_limit: Some(900),
+                    expires_at: None,
+                },
+                1,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(l.token_by_key(&key).unwrap().id, tok.id);
+        let r = l
+            .reserve(
+                &a.id,
+                Some(&tok.id),
+                600,
+                ReservationKind::Text,
+                "q",
+                2,
+                false,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let refused = l
+            .reserve(
+                &a.id,
+                Some(&tok.id),
+                400,
+                ReservationKind::Text,
+                "q2",
+                2,
+                false,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            refused,
+            Err(ReserveRefusal::TokenQuota {
+                limit: 900,
+                used: 0
+            })
+        );
+        assert_eq!(
+            l.settle(&r.id, 250, None, 3).await.unwrap(),
+            Settlement {
+                charged: 250,
+                refunded: 350
+            }
+        );
+        assert_eq!(
+            l.settle(&r.id, 250, None, 3).await.unwrap(),
+            Settlement::default()
+        );
+        assert_eq!(l.account(&a.id).unwrap().balance, 750);
+        let t = l.token(&tok.id).unwrap();
+        assert_eq!((t.used, t.reserved), (250, 0));
+
+        // A cost past the hold takes only what the balance holds.
+        let r = l
+            .reserve(&a.id, None, 700, ReservationKind::Text, "q3", 4, false)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(l.settle(&r.id, 5_000, None, 5).await.unwrap().charged, 750);
+        assert_eq!(l.account(&a.id).unwrap().balance, 0);
+        assert_eq!(
+            l.reserve(&a.id, None, 1, ReservationKind::Text, "q4", 6, false)
+                .await
+                .unwrap(),
+            Err(ReserveRefusal::Insufficient { balance: 0 })
+        );
+
+        l.checkpoint().await.unwrap();
+        assert_eq!(sum(l.store(), &a.id), 0);
+        assert_eq!(l.store().account(&a.id).unwrap().unwrap().balance, 0);
+    }
+
+    #[tokio::test]
+    async fn a_restart_replays_the_log_and_refunds_text_holds_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let id;
+        {
+            let l = open(dir.path());
+            let a = l.create_account("a", "default", 1_000, 1).await.unwrap();
+            id = a.id.clone();
+            for kind in [ReservationKind::Text, ReservationKind::Video] {
+                l.reserve(&a.id, None, 100, kind, "x", 1, true)
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+            let r = l
+                .reserve(&a.id, None, 100, ReservationKind::Text, "y", 1, true)
+                .await
+                .unwrap()
+                .unwrap();
+            l.settle(&r.id, 40, None, 2).await.unwrap();
+            // Dropped without a checkpoint: redb may hold none of this yet.
+        }
+        let l = open(dir.path());
+        assert_eq!(l.holds().len(), 1, "the video hold stays");
+        assert_eq!(l.account(&id).unwrap().balance, 1_000 - 100 - 40);
+        l.checkpoint().await.unwrap();
+        assert_eq!(sum(l.store(), &id), 1_000 - 100 - 40);
+    }
+}
