@@ -51,10 +51,44 @@ pub fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
+/// A token's settings (shared with requests, which only read them) and its
+/// spending (which changes on every call).
+struct TokenEntry {
+    meta: Arc<Token>,
+    used: Quota,
+    reserved: Quota,
+}
+
+impl TokenEntry {
+    fn snapshot(&self) -> Token {
+        Token {
+            used: self.used,
+            reserved: self.reserved,
+            ..(*self.meta).clone()
+        }
+    }
+
+    fn money_fact(&self) -> Fact {
+        Fact::TokenMoney {
+            token_id: self.meta.id.clone(),
+            used: self.used,
+            reserved: self.reserved,
+        }
+    }
+}
+
+fn balance_fact(a: &Account) -> Fact {
+    Fact::Balance {
+        account_id: a.id.clone(),
+        balance: a.balance,
+        ledger_seq: a.ledger_seq,
+    }
+}
+
 #[derive(Default)]
 struct Books {
     accounts: HashMap<String, Account>,
-    tokens: HashMap<String, Arc<Token>>,
+    tokens: HashMap<String, TokenEntry>,
     /// Key hash → token id, for tokens that can still authenticate.
     by_key: HashMap<String, String>,
     holds: HashMap<String, Reservation>,
@@ -88,14 +122,6 @@ impl Books {
             },
         });
     }
-
-    fn update_token(&mut self, id: &str, f: impl FnOnce(&mut Token), facts: &mut Vec<Fact>) {
-        if let Some(t) = self.tokens.get_mut(id) {
-            let t = Arc::make_mut(t);
-            f(t);
-            facts.push(Fact::Token(t.clone()));
-        }
-    }
 }
 
 pub struct Ledger {
@@ -122,7 +148,14 @@ impl Ledger {
             if t.status != TokenStatus::Deleted {
                 books.by_key.insert(t.key_hash.clone(), t.id.clone());
             }
-            books.tokens.insert(t.id.clone(), Arc::new(t));
+            books.tokens.insert(
+                t.id.clone(),
+                TokenEntry {
+                    used: t.used,
+                    reserved: t.reserved,
+                    meta: Arc::new(t),
+                },
+            );
         }
         for r in store.open_reservations()? {
             books.holds.insert(r.id.clone(), r);
@@ -262,7 +295,7 @@ impl Ledger {
             };
             let mut facts = Vec::new();
             Books::post(a, LedgerKind::TopUp, amount, note, now, None, &mut facts);
-            facts.push(Fact::Account(a.clone()));
+            facts.push(balance_fact(a));
             let a = a.clone();
             (self.log(&mut books, facts, true)?, a)
         };
@@ -302,9 +335,14 @@ impl Ledger {
             books
                 .by_key
                 .insert(token.key_hash.clone(), token.id.clone());
-            books
-                .tokens
-                .insert(token.id.clone(), Arc::new(token.clone()));
+            books.tokens.insert(
+                token.id.clone(),
+                TokenEntry {
+                    meta: Arc::new(token.clone()),
+                    used: 0,
+                    reserved: 0,
+                },
+            );
             self.log(&mut books, vec![Fact::Token(token.clone())], true)?
         };
         Self::acked(rx).await?;
@@ -317,20 +355,21 @@ impl Ledger {
         let hash = hash_key(key);
         let books = self.lock();
         let id = books.by_key.get(&hash)?;
-        books.tokens.get(id).cloned()
+        books.tokens.get(id).map(|t| t.meta.clone())
     }
 
-    pub fn token(&self, id: &str) -> Option<Arc<Token>> {
-        self.lock().tokens.get(id).cloned()
+    /// A token with its current spending.
+    pub fn token(&self, id: &str) -> Option<Token> {
+        self.lock().tokens.get(id).map(TokenEntry::snapshot)
     }
 
-    pub fn tokens_of(&self, account_id: &str) -> Vec<Arc<Token>> {
-        let mut v: Vec<Arc<Token>> = self
+    pub fn tokens_of(&self, account_id: &str) -> Vec<Token> {
+        let mut v: Vec<Token> = self
             .lock()
             .tokens
             .values()
-            .filter(|t| t.account_id == account_id && t.status != TokenStatus::Deleted)
-            .cloned()
+            .filter(|t| t.meta.account_id == account_id && t.meta.status != TokenStatus::Deleted)
+            .map(TokenEntry::snapshot)
             .collect();
         v.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         v
@@ -341,22 +380,23 @@ impl Ledger {
         &self,
         id: &str,
         status: TokenStatus,
-    ) -> Result<Option<Arc<Token>>, StoreError> {
+    ) -> Result<Option<Token>, StoreError> {
         let (rx, token) = {
             let mut books = self.lock();
-            let Some(existing) = books.tokens.get(id).cloned() else {
+            let Some(entry) = books.tokens.get_mut(id) else {
                 return Ok(None);
             };
+            let mut meta = (*entry.meta).clone();
+            meta.status = status;
+            entry.meta = Arc::new(meta.clone());
+            let token = entry.snapshot();
             if status == TokenStatus::Deleted {
-                books.by_key.remove(&existing.key_hash);
+                books.by_key.remove(&meta.key_hash);
             }
-            let mut facts = Vec::new();
-            books.update_token(id, |t| t.status = status, &mut facts);
-            let token = books.tokens.get(id).cloned();
-            (self.log(&mut books, facts, true)?, token)
+            (self.log(&mut books, vec![Fact::Token(meta)], true)?, token)
         };
         Self::acked(rx).await?;
-        Ok(token)
+        Ok(Some(token))
     }
 
     // ---- holds ----------------------------------------------------------------
@@ -387,7 +427,7 @@ impl Ledger {
                 return Ok(Err(ReserveRefusal::Insufficient { balance }));
             }
             if let Some(t) = token_id.and_then(|id| books.tokens.get(id)) {
-                if let Some(limit) = t.quota_limit {
+                if let Some(limit) = t.meta.quota_limit {
                     if t.used + t.reserved + amount > limit {
                         return Ok(Err(ReserveRefusal::TokenQuota {
                             limit,
@@ -417,11 +457,12 @@ impl Ledger {
                         None,
                         &mut facts,
                     );
-                    facts.push(Fact::Account(a.clone()));
+                    facts.push(balance_fact(a));
                 }
             }
-            if let Some(tid) = token_id {
-                books.update_token(tid, |t| t.reserved += amount, &mut facts);
+            if let Some(t) = token_id.and_then(|id| books.tokens.get_mut(id)) {
+                t.reserved += amount;
+                facts.push(t.money_fact());
             }
             facts.push(Fact::HoldOpened(res.clone()));
             books.holds.insert(res.id.clone(), res.clone());
@@ -503,18 +544,12 @@ impl Ledger {
                         &mut facts,
                     );
                 }
-                facts.push(Fact::Account(a.clone()));
+                facts.push(balance_fact(a));
             }
-            if let Some(tid) = &res.token_id {
-                let charged = out.charged;
-                books.update_token(
-                    tid,
-                    |t| {
-                        t.reserved = (t.reserved - res.amount).max(0);
-                        t.used += charged;
-                    },
-                    &mut facts,
-                );
+            if let Some(t) = res.token_id.as_ref().and_then(|id| books.tokens.get_mut(id)) {
+                t.reserved = (t.reserved - res.amount).max(0);
+                t.used += out.charged;
+                facts.push(t.money_fact());
             }
             facts.push(Fact::HoldClosed { id: res.id.clone() });
         }
@@ -663,7 +698,8 @@ mod tests {
 
         l.checkpoint().await.unwrap();
         assert_eq!(sum(l.store(), &a.id), 0);
-        assert_eq!(l.store().account(&a.id).unwrap().unwrap().balance, 0);
+        let stored = l.store().accounts().unwrap();
+        assert_eq!(stored.iter().find(|x| x.id == a.id).unwrap().balance, 0);
     }
 
     #[tokio::test]

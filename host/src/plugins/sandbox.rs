@@ -33,7 +33,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// to the OS) when an instance ends. Guests built with this repository's
 /// `.cargo/config.toml` use a 128 KiB stack, so a request's stack, data and
 /// young heap fit here.
-const KEEP_RESIDENT: usize = 512 * 1024;
+const KEEP_RESIDENT: usize = 256 * 1024;
 
 /// Most log lines one guest store may write; beyond it lines are dropped, so
 /// a chatty guest cannot flood the host's log.

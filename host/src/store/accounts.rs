@@ -5,10 +5,13 @@
 
 use super::records::*;
 use super::{decode, encode, Store, StoreError};
-use super::{ACCOUNTS, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, USAGE};
+use super::{ACCOUNTS, BALANCES, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY, USAGE};
 use redb::{ReadableTable, WriteTransaction};
+use std::collections::{HashMap, HashSet};
 
-/// Folds logged facts into the tables.
+/// Folds logged facts into the tables. Facts are coalesced first: only the
+/// last balance of an account and the last spending of a token are written,
+/// and a hold opened and closed within the batch is not written at all.
 pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreError> {
     let mut accounts = txn.open_table(ACCOUNTS)?;
     let mut ledger = txn.open_table(LEDGER)?;
@@ -16,13 +19,37 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
     let mut keys = txn.open_table(TOKEN_KEYS)?;
     let mut holds = txn.open_table(RESERVATIONS)?;
     let mut usage = txn.open_table(USAGE)?;
+    let mut balances: HashMap<&str, (i64, u64)> = HashMap::new();
+    let mut money: HashMap<&str, (i64, i64)> = HashMap::new();
+    let opened_here: HashSet<&str> = facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::HoldOpened(r) => Some(r.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let closed_here: HashSet<&str> = facts
+        .iter()
+        .filter_map(|f| match f {
+            Fact::HoldClosed { id } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
     for fact in facts {
         match fact {
             Fact::Account(a) => {
                 accounts.insert(a.id.as_str(), encode(a).as_slice())?;
+                balances.insert(a.id.as_str(), (a.balance, a.ledger_seq));
             }
             Fact::Ledger { account_id, entry } => {
                 ledger.insert((account_id.as_str(), entry.seq), encode(entry).as_slice())?;
+            }
+            Fact::Balance {
+                account_id,
+                balance,
+                ledger_seq,
+            } => {
+                balances.insert(account_id.as_str(), (*balance, *ledger_seq));
             }
             Fact::Token(t) => {
                 tokens.insert(t.id.as_str(), encode(t).as_slice())?;
@@ -32,35 +59,54 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                     keys.insert(t.key_hash.as_str(), t.id.as_str())?;
                 }
             }
+            Fact::TokenMoney {
+                token_id,
+                used,
+                reserved,
+            } => {
+                money.insert(token_id.as_str(), (*used, *reserved));
+            }
             Fact::HoldOpened(r) => {
-                holds.insert(r.id.as_str(), encode(r).as_slice())?;
+                if !closed_here.contains(r.id.as_str()) {
+                    holds.insert(r.id.as_str(), encode(r).as_slice())?;
+                }
             }
             Fact::HoldClosed { id } => {
-                holds.remove(id.as_str())?;
+                if !opened_here.contains(id.as_str()) {
+                    holds.remove(id.as_str())?;
+                }
             }
             Fact::Usage(u) => {
                 usage.insert(u.seq, encode(u).as_slice())?;
             }
         }
     }
+    let mut bal = txn.open_table(BALANCES)?;
+    for (id, v) in balances {
+        bal.insert(id, v)?;
+    }
+    let mut tm = txn.open_table(TOKEN_MONEY)?;
+    for (id, v) in money {
+        tm.insert(id, v)?;
+    }
     Ok(())
 }
 
 impl Store {
-    pub fn account(&self, id: &str) -> Result<Option<Account>, StoreError> {
-        let txn = self.read()?;
-        let t = txn.open_table(ACCOUNTS)?;
-        let v = t.get(id)?;
-        v.map(|v| decode("accounts", v.value())).transpose()
-    }
 
+    /// Every account, with its current balance.
     pub fn accounts(&self) -> Result<Vec<Account>, StoreError> {
         let txn = self.read()?;
         let t = txn.open_table(ACCOUNTS)?;
+        let bal = txn.open_table(BALANCES)?;
         let mut out = Vec::new();
         for row in t.iter()? {
             let (_, v) = row?;
-            out.push(decode("accounts", v.value())?);
+            let mut a: Account = decode("accounts", v.value())?;
+            if let Some(b) = bal.get(a.id.as_str())? {
+                (a.balance, a.ledger_seq) = b.value();
+            }
+            out.push(a);
         }
         Ok(out)
     }
@@ -76,13 +122,19 @@ impl Store {
         Ok(out)
     }
 
+    /// Every token, with its current spending.
     pub fn tokens(&self) -> Result<Vec<Token>, StoreError> {
         let txn = self.read()?;
         let t = txn.open_table(TOKENS)?;
+        let money = txn.open_table(TOKEN_MONEY)?;
         let mut out = Vec::new();
         for row in t.iter()? {
             let (_, v) = row?;
-            out.push(decode("tokens", v.value())?);
+            let mut tok: Token = decode("tokens", v.value())?;
+            if let Some(m) = money.get(tok.id.as_str())? {
+                (tok.used, tok.reserved) = m.value();
+            }
+            out.push(tok);
         }
         Ok(out)
     }

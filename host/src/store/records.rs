@@ -127,18 +127,31 @@ pub struct UsageRecord {
 
 /// One change to the money-related records, as logged in the write-ahead log
 /// and folded into redb by the checkpointer. Every fact is an upsert or a
-/// delete keyed by id, so applying one twice is harmless.
+/// delete keyed by id, so applying one twice is harmless, and of several
+/// `Balance` / `TokenMoney` facts for the same id only the last matters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "fact", rename_all = "snake_case")]
 pub enum Fact {
-    /// The account record after the change (balance, ledger position, ...).
+    /// A new account (its balance then moves by `Balance` facts).
     Account(Account),
     Ledger {
         account_id: String,
         entry: LedgerEntry,
     },
-    /// The token record after the change (status, used, reserved, ...).
+    /// An account's balance and ledger position after a change.
+    Balance {
+        account_id: String,
+        balance: Quota,
+        ledger_seq: u64,
+    },
+    /// A token's settings (new token, status change).
     Token(Token),
+    /// A token's spending after a change.
+    TokenMoney {
+        token_id: String,
+        used: Quota,
+        reserved: Quota,
+    },
     HoldOpened(Reservation),
     HoldClosed {
         id: String,

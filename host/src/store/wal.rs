@@ -32,9 +32,9 @@ use tokio::sync::oneshot;
 /// How often the `batched` mode fsyncs.
 const SYNC_EVERY: Duration = Duration::from_millis(10);
 /// How often the checkpointer folds facts into redb.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// A checkpoint happens sooner once this many facts wait.
-const CHECKPOINT_FACTS: usize = 20_000;
+const CHECKPOINT_FACTS: usize = 50_000;
 /// A new segment starts once the current one is this large.
 const SEGMENT_BYTES: u64 = 32 * 1024 * 1024;
 
