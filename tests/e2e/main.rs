@@ -5,5 +5,11 @@
 mod common;
 
 mod auth;
+mod billing;
 mod chat;
+mod cli;
+mod crash;
+mod limits;
+mod property;
 mod sandbox;
+mod tokens;

@@ -32,6 +32,7 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         )
         .route("/admin/v1/tokens/{id}/disable", post(disable_token))
         .route("/admin/v1/usage", get(usage))
+        .route("/admin/v1/holds", get(holds))
         .route("/admin/v1/plugins", get(plugins))
         .route("/admin/v1/plugins/reload", post(reload_plugins))
         .route("/admin/v1/clock/advance", post(advance_clock))
@@ -315,6 +316,13 @@ async fn usage(State(state): State<SharedState>, _: Admin, Query(q): Query<Usage
         .usage(q.account.as_deref(), q.token.as_deref(), limit)
         .map_err(ApiError::internal)?;
     Ok(Json(json!({ "object": "list", "data": rows })))
+}
+
+/// Money currently held for calls and tasks in flight.
+async fn holds(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    let mut list = state.ledger.holds();
+    list.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    Json(json!({ "object": "list", "data": list }))
 }
 
 fn plugins_json(state: &SharedState) -> Value {

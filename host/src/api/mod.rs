@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod chat;
+pub mod dashboard;
 pub mod models;
 
 use crate::auth::ReqInfo;
@@ -32,6 +33,11 @@ pub fn public_router(state: SharedState) -> Router {
     Router::new()
         .route("/v1/models", get(models::list))
         .route("/v1/chat/completions", post(chat::completions))
+        .route(
+            "/v1/dashboard/billing/subscription",
+            get(dashboard::subscription),
+        )
+        .route("/v1/dashboard/billing/usage", get(dashboard::usage))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(

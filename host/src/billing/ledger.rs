@@ -82,6 +82,7 @@ fn balance_fact(a: &Account) -> Fact {
         account_id: a.id.clone(),
         balance: a.balance,
         ledger_seq: a.ledger_seq,
+        credited: a.credited,
     }
 }
 
@@ -109,6 +110,9 @@ impl Books {
     ) {
         account.balance += amount;
         account.ledger_seq += 1;
+        if matches!(kind, LedgerKind::Trial | LedgerKind::TopUp) {
+            account.credited += amount;
+        }
         facts.push(Fact::Ledger {
             account_id: account.id.clone(),
             entry: LedgerEntry {
@@ -248,6 +252,7 @@ impl Ledger {
                 created_at: now,
                 balance: 0,
                 ledger_seq: 0,
+                credited: 0,
             };
             let mut facts = Vec::new();
             if trial > 0 {
@@ -546,7 +551,11 @@ impl Ledger {
                 }
                 facts.push(balance_fact(a));
             }
-            if let Some(t) = res.token_id.as_ref().and_then(|id| books.tokens.get_mut(id)) {
+            if let Some(t) = res
+                .token_id
+                .as_ref()
+                .and_then(|id| books.tokens.get_mut(id))
+            {
                 t.reserved = (t.reserved - res.amount).max(0);
                 t.used += out.charged;
                 facts.push(t.money_fact());
@@ -569,6 +578,16 @@ impl Ledger {
         books.next_seq += 1;
         self.wal.append(seq, facts, ack)?;
         Ok(out)
+    }
+
+    /// Money on hold for an account's calls in flight.
+    pub fn held(&self, account_id: &str) -> Quota {
+        self.lock()
+            .holds
+            .values()
+            .filter(|h| h.account_id == account_id)
+            .map(|h| h.amount)
+            .sum()
     }
 
     /// Open holds (tests, reconciliation of video holds).

@@ -19,7 +19,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
     let mut keys = txn.open_table(TOKEN_KEYS)?;
     let mut holds = txn.open_table(RESERVATIONS)?;
     let mut usage = txn.open_table(USAGE)?;
-    let mut balances: HashMap<&str, (i64, u64)> = HashMap::new();
+    let mut balances: HashMap<&str, (i64, u64, i64)> = HashMap::new();
     let mut money: HashMap<&str, (i64, i64)> = HashMap::new();
     let opened_here: HashSet<&str> = facts
         .iter()
@@ -39,7 +39,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
         match fact {
             Fact::Account(a) => {
                 accounts.insert(a.id.as_str(), encode(a).as_slice())?;
-                balances.insert(a.id.as_str(), (a.balance, a.ledger_seq));
+                balances.insert(a.id.as_str(), (a.balance, a.ledger_seq, a.credited));
             }
             Fact::Ledger { account_id, entry } => {
                 ledger.insert((account_id.as_str(), entry.seq), encode(entry).as_slice())?;
@@ -48,8 +48,9 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                 account_id,
                 balance,
                 ledger_seq,
+                credited,
             } => {
-                balances.insert(account_id.as_str(), (*balance, *ledger_seq));
+                balances.insert(account_id.as_str(), (*balance, *ledger_seq, *credited));
             }
             Fact::Token(t) => {
                 tokens.insert(t.id.as_str(), encode(t).as_slice())?;
@@ -93,7 +94,6 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
 }
 
 impl Store {
-
     /// Every account, with its current balance.
     pub fn accounts(&self) -> Result<Vec<Account>, StoreError> {
         let txn = self.read()?;
@@ -104,7 +104,7 @@ impl Store {
             let (_, v) = row?;
             let mut a: Account = decode("accounts", v.value())?;
             if let Some(b) = bal.get(a.id.as_str())? {
-                (a.balance, a.ledger_seq) = b.value();
+                (a.balance, a.ledger_seq, a.credited) = b.value();
             }
             out.push(a);
         }

@@ -31,11 +31,13 @@ pub(crate) const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("to
 pub(crate) const TOKEN_KEYS: TableDefinition<&str, &str> = TableDefinition::new("token_keys");
 pub(crate) const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
 pub(crate) const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
-/// Account id → (balance, ledger position): the part of an account that
+/// Account id → (balance, ledger position, credited): the part of an account that
 /// changes on every call, kept apart so updating it is one small write.
-pub(crate) const BALANCES: TableDefinition<&str, (i64, u64)> = TableDefinition::new("balances");
+pub(crate) const BALANCES: TableDefinition<&str, (i64, u64, i64)> =
+    TableDefinition::new("balances");
 /// Token id → (used, reserved), for the same reason.
-pub(crate) const TOKEN_MONEY: TableDefinition<&str, (i64, i64)> = TableDefinition::new("token_money");
+pub(crate) const TOKEN_MONEY: TableDefinition<&str, (i64, i64)> =
+    TableDefinition::new("token_money");
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 #[derive(Debug, thiserror::Error, Clone)]

@@ -14,6 +14,10 @@ pub struct Account {
     pub balance: Quota,
     /// Sequence number of the newest ledger entry.
     pub ledger_seq: u64,
+    /// Everything ever credited (trial credit and top-ups), for the
+    /// dashboard's "hard limit".
+    #[serde(default)]
+    pub credited: Quota,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -143,6 +147,7 @@ pub enum Fact {
         account_id: String,
         balance: Quota,
         ledger_seq: u64,
+        credited: Quota,
     },
     /// A token's settings (new token, status change).
     Token(Token),

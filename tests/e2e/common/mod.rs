@@ -41,6 +41,8 @@ pub fn component(kind: &str, name: &str) -> PathBuf {
 
 /// What a test wants in its gateway.
 pub struct Setup {
+    /// Top-level keys (before any section), e.g. `trusted_proxies`.
+    pub top: String,
     /// Extra TOML appended to the generated config (sections, models, channels).
     pub extra: String,
     /// Extra keys for the `[limits]` section.
@@ -57,6 +59,7 @@ pub struct Setup {
 impl Default for Setup {
     fn default() -> Self {
         Setup {
+            top: String::new(),
             extra: String::new(),
             limits: String::new(),
             plugins: String::new(),
@@ -162,6 +165,7 @@ impl Env {
         };
         let text = format!(
             r#"
+{top}
 listen = "127.0.0.1:0"
 data_dir = "data"
 adapters_dir = "adapters"
@@ -180,6 +184,7 @@ key = "{ADMIN_KEY}"
 {models}
 {extra}
 "#,
+            top = setup.top,
             limits = with_defaults(
                 &setup.limits,
                 &["upstream_timeout_secs = 5", "stream_idle_timeout_secs = 5"]
@@ -348,4 +353,107 @@ pub async fn sse_data(resp: reqwest::Response) -> Vec<String> {
             (!data.is_empty()).then(|| data.join("\n"))
         })
         .collect()
+}
+
+/// The gateway as a separate process (for crash tests): started from a config
+/// file, killed with SIGKILL, restarted on the same data folder.
+pub struct GatewayProcess {
+    pub child: std::process::Child,
+    pub public: String,
+    pub admin: String,
+}
+
+impl GatewayProcess {
+    /// Starts `gateway serve` and waits (bounded) for its ready line.
+    pub fn start(config: &Path) -> GatewayProcess {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("E2E_SIM_KEY", SIM_KEY)
+            .env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("gateway binary starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(rest) = line.split("gateway listening on http://").nth(1) {
+                    let public = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let admin = rest
+                        .split("admin on http://")
+                        .nth(1)
+                        .map(|s| s.trim_end_matches(')').to_string())
+                        .unwrap_or_default();
+                    let _ = tx.send((public, admin));
+                }
+            }
+        });
+        let (public, admin) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("gateway became ready within 30 s");
+        GatewayProcess {
+            child,
+            public,
+            admin,
+        }
+    }
+
+    pub fn kill(mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A config file for a gateway process in front of `sim_url`, in `dir`.
+pub fn process_config(dir: &Path, sim_url: &str, extra: &str) -> PathBuf {
+    let adapters = dir.join("adapters");
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(&adapters).unwrap();
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::copy(
+        component("adapters", "openai"),
+        adapters.join("openai.wasm"),
+    )
+    .unwrap();
+    for name in ["drop-sampling", "keep-thinking"] {
+        std::fs::copy(
+            component("policies", name),
+            policies.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    let text = format!(
+        r#"
+listen = "127.0.0.1:0"
+data_dir = "data"
+adapters_dir = "adapters"
+policies_dir = "policies"
+[admin]
+listen = "127.0.0.1:0"
+key = "{ADMIN_KEY}"
+[limits]
+rate_limit_requests = 1000000
+[plugins]
+max_instances = 64
+{models}
+{extra}
+"#,
+        models = default_models(sim_url)
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
 }

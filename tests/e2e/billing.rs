@@ -1,0 +1,274 @@
+//! Per-token billing of text calls (spec §1, §4.3): hold an estimate, settle
+//! the real usage, refund the rest; the ledger always adds up.
+
+use crate::common::*;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// gpt-4o-mini in the test config: 1 / 4 / 0.25 CNY per 1M tokens
+/// (input / output / cached input) = 500_000 / 2_000_000 / 125_000 quota.
+fn expected_cost(usage: &Value) -> i64 {
+    let per_million = |tokens: i64, price: i64| (tokens * price + 999_999) / 1_000_000;
+    let prompt = usage["prompt_tokens"].as_i64().unwrap();
+    let cached = usage["prompt_tokens_details"]["cached_tokens"]
+        .as_i64()
+        .unwrap();
+    let output = usage["completion_tokens"].as_i64().unwrap();
+    per_million(prompt - cached, 500_000)
+        + per_million(cached, 125_000)
+        + per_million(output, 2_000_000)
+}
+
+/// Waits (bounded) until the call's usage row is written, and returns it.
+pub async fn usage_row(env: &Env, request_id: &str) -> Value {
+    for _ in 0..300 {
+        let (_, v) = env
+            .admin(reqwest::Method::GET, "/admin/v1/usage?limit=1000", None)
+            .await;
+        if let Some(row) = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["request_id"] == request_id)
+        {
+            return row.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no usage row for {request_id}");
+}
+
+fn request_id(resp: &reqwest::Response) -> String {
+    resp.headers()["x-request-id"].to_str().unwrap().to_string()
+}
+
+async fn ledger(env: &Env, account: &str) -> Value {
+    let (s, v) = env
+        .admin(
+            reqwest::Method::GET,
+            &format!("/admin/v1/accounts/{account}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_charged_its_real_usage_and_the_rest_of_the_hold_refunded() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (token, key) = env.token_with(&account, json!({})).await;
+    let body = json!({"model": "gpt-4o-mini", "max_tokens": 500, "messages": [
+        {"role": "system", "content": "you are terse"},
+        {"role": "user", "content": "what is billing"}
+    ]});
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let v: Value = resp.json().await.unwrap();
+    let cost = expected_cost(&v["usage"]);
+    assert!(cost > 0);
+
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["cost"], cost);
+    assert_eq!(row["token_id"], token.as_str());
+    assert_eq!(row["model"], "gpt-4o-mini");
+    assert_eq!(row["channel"], "sim");
+    assert_eq!(row["status"], 200);
+    assert_eq!(row["input_tokens"], v["usage"]["prompt_tokens"]);
+    assert_eq!(
+        row["cached_tokens"],
+        v["usage"]["prompt_tokens_details"]["cached_tokens"]
+    );
+    assert_eq!(row["output_tokens"], v["usage"]["completion_tokens"]);
+
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], 2_500_000 - cost);
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    let kinds: Vec<&str> = l["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["trial", "reserve", "settle", "refund"]);
+    let entries = l["ledger"].as_array().unwrap();
+    assert_eq!(entries[2]["charged"], cost);
+    assert_eq!(
+        -entries[1]["amount"].as_i64().unwrap() - entries[3]["amount"].as_i64().unwrap(),
+        cost
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_call_is_charged_the_usage_the_vendor_reported() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let plain: Value = env
+        .chat(&key, user("gpt-4o-mini", "stream me"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut body = user("gpt-4o-mini", "stream me");
+    body["stream"] = json!(true);
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let _ = resp.text().await.unwrap();
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["cost"], expected_cost(&plain["usage"]));
+    assert_eq!(row["stream"], true);
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    assert_eq!(l["balance"], 2_500_000 - 2 * expected_cost(&plain["usage"]));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_stream_is_billed_what_the_upstream_produced() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let prompt = "a slow story [[sim:chunk_delay_ms=15]]";
+    let full: Value = env
+        .chat(&key, user("gpt-4o-mini", prompt))
+        .await
+        .json()
+        .await
+        .unwrap();
+
+    let mut body = user("gpt-4o-mini", prompt);
+    body["stream"] = json!(true);
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let mut stream = resp.bytes_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(stream); // the client goes away after the first chunk
+
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(
+        row["output_tokens"], full["usage"]["completion_tokens"],
+        "the whole answer is billed"
+    );
+    assert_eq!(row["cost"], expected_cost(&full["usage"]));
+    assert!(row["error"].as_str().unwrap().contains("disconnected"));
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_failure_costs_nothing() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    for directive in ["[[sim:status=500]]", "[[sim:malformed]]", "[[sim:cut]]"] {
+        let resp = env
+            .chat(&key, user("gpt-4o-mini", &format!("x {directive}")))
+            .await;
+        assert!(resp.status().is_server_error(), "{directive}");
+        let rid = request_id(&resp);
+        let row = usage_row(&env, &rid).await;
+        assert_eq!(row["cost"], 0, "{directive}");
+    }
+    let mut body = user("gpt-4o-mini", "x [[sim:cut]]");
+    body["stream"] = json!(true);
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let _ = resp.text().await;
+    assert_eq!(usage_row(&env, &rid).await["cost"], 0);
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], 2_500_000);
+    assert_eq!(l["ledger_sum"], 2_500_000);
+    let (_, holds) = env
+        .admin(reqwest::Method::GET, "/admin/v1/holds", None)
+        .await;
+    assert_eq!(holds["data"], json!([]));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_balance_that_cannot_cover_the_hold_is_402_saying_how_much() {
+    let env = Env::start().await;
+    let account = env.account("0.000002").await; // 1 quota unit
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let mut body = user("gpt-4o-mini", "hi");
+    body["max_tokens"] = json!(100);
+    let (code, msg) = envelope(env.chat(&key, body).await, 402).await;
+    assert_eq!(code, "insufficient_user_quota");
+    assert!(msg.contains("must reserve"), "{msg}");
+    assert!(msg.contains("CNY"), "{msg}");
+    assert!(
+        env.sim.requests().is_empty(),
+        "nothing reached the upstream"
+    );
+    assert_eq!(ledger(&env, &account).await["balance"], 1);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_ups_and_the_dashboard_report_the_accounts_figures() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let (s, v) = env
+        .admin(
+            reqwest::Method::POST,
+            &format!("/admin/v1/accounts/{account}/topup"),
+            Some(json!({"cny": "10"})),
+        )
+        .await;
+    assert_eq!((s, v["balance"].as_i64()), (200, Some(7_500_000)));
+    let resp = env.chat(&key, user("gpt-4o-mini", "hi")).await;
+    let rid = request_id(&resp);
+    let cost = usage_row(&env, &rid).await["cost"].as_i64().unwrap();
+
+    let get = |path: &'static str| env.http.get(env.url(path)).bearer_auth(&key).send();
+    let sub: Value = get("/v1/dashboard/billing/subscription")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sub["object"], "billing_subscription");
+    assert_eq!(sub["hard_limit_usd"], 15.0);
+    let usage: Value = get("/v1/dashboard/billing/usage")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(usage["object"], "list");
+    let expected_hundredths = cost as f64 / 500_000.0 * 100.0;
+    assert!(
+        (usage["total_usage"].as_f64().unwrap() - expected_hundredths).abs() < 1e-6,
+        "{usage}"
+    );
+    let dated: Value = get("/v1/dashboard/billing/usage?start_date=2000-01-01&end_date=2100-01-01")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        (dated["total_usage"].as_f64().unwrap() - expected_hundredths).abs() < 1e-6,
+        "{dated}"
+    );
+    let before: Value =
+        get("/v1/dashboard/billing/usage?start_date=2000-01-01&end_date=2000-01-02")
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(before["total_usage"], 0.0);
+    let bad = get("/v1/dashboard/billing/usage?start_date=yesterday")
+        .await
+        .unwrap();
+    assert_eq!(envelope(bad, 400).await.0, "invalid_request");
+    env.stop().await;
+}
