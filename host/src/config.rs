@@ -916,4 +916,23 @@ model_map = { m1 = "upstream-m1" }
         assert!(err_of(&admin).contains("admin.listen"));
         assert!(err_of(&format!("{MINIMAL}\nbogus = 1")).contains("bogus"));
     }
+
+    #[test]
+    fn the_documented_configs_parse() {
+        let env = |name: &str| Some(format!("value-of-{name}-0123456789"));
+        for (name, text) in [
+            (
+                "gateway.example.toml",
+                include_str!("../../gateway.example.toml"),
+            ),
+            (
+                "tests/demo/gateway.toml",
+                include_str!("../../tests/demo/gateway.toml"),
+            ),
+        ] {
+            if let Err(e) = Config::from_toml(text, Path::new("/cfg"), &env) {
+                panic!("{name}: {e}");
+            }
+        }
+    }
 }

@@ -122,12 +122,13 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
     // Ask the translator for the usage even after a failure: a vendor that
     // reported usage before breaking is billed for it.
     let mut usage: Option<Usage> = None;
+    let mut closing = Bytes::new();
     if !guest_broken {
         match session.finish(translator).await {
             Ok(end) => {
                 usage = end.usage;
                 if failure.is_none() {
-                    client.send(encode(&end.events)).await;
+                    closing = encode(&end.events);
                 }
             }
             Err(e) if failure.is_none() => failure = Some(e.into()),
@@ -137,12 +138,10 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
     let (status, note) = match &failure {
         Some(e) => {
             let body = e.body(&record.caller.info.id);
-            client
-                .send(encode(&[SseEvent {
-                    event: None,
-                    data: body.to_string(),
-                }]))
-                .await;
+            closing = encode(&[SseEvent {
+                event: None,
+                data: body.to_string(),
+            }]);
             (e.status().as_u16(), Some(e.to_string()))
         }
         None if client.gone => (
@@ -151,7 +150,10 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
         ),
         None => (200, None),
     };
-    drop(client);
+    // Settle before the client sees the end of the stream (`[DONE]`): a call
+    // the client saw complete must never be lost to a crash in between.
     record.settle(hold, usage.as_ref(), status, note).await;
+    client.send(closing).await;
+    drop(client);
     drop(permit);
 }
