@@ -39,6 +39,9 @@ pub enum AdminCommand {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Webhook events: list them, re-send one.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Loaded plugins; `--reload` rescans the plugin folders first.
     Plugins {
         #[arg(long)]
@@ -65,6 +68,18 @@ pub enum AccountCommand {
     List,
     /// Add CNY to an account.
     Topup { id: String, cny: String },
+}
+
+#[derive(Subcommand)]
+pub enum WebhookCommand {
+    /// Events, newest first.
+    List {
+        /// pending, delivered, dead or all
+        #[arg(long, default_value = "all")]
+        state: String,
+    },
+    /// Queue an event for delivery now (the console's "resend").
+    Resend { event_id: String },
 }
 
 #[derive(Subcommand)]
@@ -159,6 +174,12 @@ fn call_for(cmd: AdminCommand) -> Call {
                 q.push_str(&format!("&token={t}"));
             }
             Call::Get(q)
+        }
+        AdminCommand::Webhook(WebhookCommand::List { state }) => {
+            Call::Get(format!("/admin/v1/webhooks?state={state}"))
+        }
+        AdminCommand::Webhook(WebhookCommand::Resend { event_id }) => {
+            Call::Post(format!("/admin/v1/webhooks/{event_id}/resend"), json!({}))
         }
         AdminCommand::Plugins { reload: false } => Call::Get("/admin/v1/plugins".into()),
         AdminCommand::Plugins { reload: true } => {

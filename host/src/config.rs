@@ -183,6 +183,8 @@ struct RawVideo {
     max_unfinished_per_account: u32,
     daily_budget_cny: Cny,
     content_timeout_secs: u64,
+    /// How often the poller looks for due tasks (real time).
+    poller_tick_ms: u64,
     /// Turns off every model whose name ends in `-test`.
     disable_test_models: bool,
 }
@@ -201,6 +203,7 @@ impl Default for RawVideo {
             max_unfinished_per_account: 20,
             daily_budget_cny: Cny::Int(500),
             content_timeout_secs: 30,
+            poller_tick_ms: 1000,
             disable_test_models: false,
         }
     }
@@ -213,6 +216,8 @@ struct RawWebhooks {
     timeout_secs: u64,
     max_concurrent: usize,
     retry_schedule_secs: Vec<i64>,
+    /// How often the dispatcher looks for due deliveries (real time).
+    dispatch_tick_ms: u64,
 }
 
 impl Default for RawWebhooks {
@@ -222,6 +227,7 @@ impl Default for RawWebhooks {
             timeout_secs: 10,
             max_concurrent: 16,
             retry_schedule_secs: vec![30, 120, 600, 3600, 6 * 3600, 24 * 3600],
+            dispatch_tick_ms: 1000,
         }
     }
 }
@@ -376,6 +382,7 @@ pub struct VideoConfig {
     pub max_unfinished_per_account: u32,
     pub daily_budget: Quota,
     pub content_timeout: Duration,
+    pub poller_tick: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -384,6 +391,7 @@ pub struct WebhookConfig {
     pub timeout: Duration,
     pub max_concurrent: usize,
     pub retry_schedule_secs: Vec<i64>,
+    pub dispatch_tick: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -624,6 +632,7 @@ fn resolve(
             "video.content_timeout_secs",
             v.content_timeout_secs,
         )?),
+        poller_tick: Duration::from_millis(positive("video.poller_tick_ms", v.poller_tick_ms)?),
     };
 
     let w = raw.webhooks;
@@ -638,6 +647,10 @@ fn resolve(
         timeout: Duration::from_secs(positive("webhooks.timeout_secs", w.timeout_secs)?),
         max_concurrent: positive("webhooks.max_concurrent", w.max_concurrent as u64)? as usize,
         retry_schedule_secs: w.retry_schedule_secs,
+        dispatch_tick: Duration::from_millis(positive(
+            "webhooks.dispatch_tick_ms",
+            w.dispatch_tick_ms,
+        )?),
     };
 
     let mut models = Vec::new();

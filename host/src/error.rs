@@ -117,6 +117,10 @@ pub enum ApiError {
     ArtifactUpstreamTimeout,
     #[error("the upstream video service offers no way to cancel a task; the task keeps running and is billed only if it completes")]
     CancelUnsupported,
+    /// The requested byte range lies outside the file; carries the upstream's
+    /// `Content-Range` (`bytes */LENGTH`).
+    #[error("the requested range is not satisfiable")]
+    RangeNotSatisfiable(Option<String>),
 
     #[error("internal error: {0}")]
     Internal(String),
@@ -139,6 +143,7 @@ impl ApiError {
             IdempotencyKeyReuse | IdempotencyInFlight(_) => 409,
             ArtifactGone(_) => 410,
             BodyTooLarge(_) => 413,
+            RangeNotSatisfiable(_) => 416,
             RateLimited { .. }
             | GroupConcurrency { .. }
             | UserConcurrencyLimit { .. }
@@ -188,13 +193,14 @@ impl ApiError {
             ArtifactUpstreamAuth => "artifact_upstream_auth_failed",
             ArtifactUpstreamTimeout => "artifact_upstream_timeout",
             CancelUnsupported => "upstream_cancel_unsupported",
+            RangeNotSatisfiable(_) => "range_not_satisfiable",
             Internal(_) => "internal_error",
         }
     }
 
     fn error_type(&self) -> &'static str {
         match self.status().as_u16() {
-            400 | 404 | 405 | 409 | 410 | 413 => "invalid_request_error",
+            400 | 404 | 405 | 409 | 410 | 413 | 416 => "invalid_request_error",
             401 => "authentication_error",
             402 => "insufficient_quota",
             403 => "permission_error",
@@ -260,6 +266,9 @@ impl ApiError {
                 axum::http::header::RETRY_AFTER,
                 HeaderValue::from(*retry_after_secs),
             )],
+            ApiError::RangeNotSatisfiable(Some(range)) => HeaderValue::from_str(range)
+                .map(|v| vec![(axum::http::header::CONTENT_RANGE, v)])
+                .unwrap_or_default(),
             _ => Vec::new(),
         }
     }

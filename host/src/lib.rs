@@ -8,7 +8,8 @@
 //! - `billing`: prices, quota arithmetic, holds. `store`: durable state (redb).
 //! - `plugins`: the wasmtime sandbox, component registry, guest calls.
 //! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
-//! - `video`: the asynchronous video API. `clock`: injectable time.
+//! - `video`: the asynchronous video API. `webhooks`: its signed, durable callbacks.
+//! - `clock`: injectable time.
 
 pub mod admin_cli;
 pub mod api;
@@ -26,3 +27,4 @@ pub mod sse;
 pub mod state;
 pub mod store;
 pub mod video;
+pub mod webhooks;

@@ -97,6 +97,8 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             shared_clock.clone(),
         ),
         groups: GroupSlots::new(&config.limits.group_concurrency),
+        video: crate::video::VideoRuntime::default(),
+        webhooks: crate::webhooks::WebhookRuntime::new(config.webhooks.max_concurrent),
         config: Arc::new(config),
         clock: shared_clock,
         manual_clock: manual,
@@ -105,6 +107,13 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         plugins,
         http,
     });
+
+    let fixed = crate::video::poller::reconcile(&state).await?;
+    if fixed > 0 {
+        tracing::warn!("settled {fixed} video hold(s) left behind by an earlier run");
+    }
+    crate::video::poller::spawn(&state, state.config.video.poller_tick);
+    crate::webhooks::spawn(&state, state.config.webhooks.dispatch_tick);
 
     let public = tokio::net::TcpListener::bind(state.config.listen)
         .await

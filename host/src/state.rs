@@ -78,6 +78,8 @@ pub struct AppState {
     pub catalog: Catalog,
     pub rate: RateLimiter,
     pub groups: GroupSlots,
+    pub video: crate::video::VideoRuntime,
+    pub webhooks: crate::webhooks::WebhookRuntime,
 }
 
 pub type SharedState = Arc<AppState>;

@@ -36,6 +36,11 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/plugins", get(plugins))
         .route("/admin/v1/plugins/reload", post(reload_plugins))
         .route("/admin/v1/clock/advance", post(advance_clock))
+        .route("/admin/v1/video/poll", post(video_poll))
+        .route("/admin/v1/webhooks", get(webhook_list))
+        .route("/admin/v1/webhooks/dispatch", post(webhook_dispatch))
+        .route("/admin/v1/webhooks/{id}", get(webhook_show))
+        .route("/admin/v1/webhooks/{id}/resend", post(webhook_resend))
 }
 
 /// Proof that the caller presented the admin key.
@@ -375,3 +380,90 @@ async fn advance_clock(
 }
 
 use crate::clock::Clock as _;
+
+/// Runs one pass of the video poller now (tests drive it with a manual clock).
+async fn video_poll(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    let n = crate::video::poller::run_due(&state).await;
+    Json(json!({ "processed": n }))
+}
+
+#[derive(Deserialize)]
+struct EventFilter {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn webhook_list(
+    State(state): State<SharedState>,
+    _: Admin,
+    Query(q): Query<EventFilter>,
+) -> Reply {
+    use crate::store::video::EventStatus;
+    let filter = match q.state.as_deref() {
+        None | Some("") | Some("all") => None,
+        Some("pending") => Some(EventStatus::Pending),
+        Some("delivered") => Some(EventStatus::Delivered),
+        Some("dead") => Some(EventStatus::Dead),
+        Some(other) => {
+            return Err(bad(format!(
+                "state: `{other}` is not pending, delivered, dead or all"
+            )))
+        }
+    };
+    let list = state
+        .store
+        .events(filter, q.limit.unwrap_or(100).clamp(1, 10_000))
+        .map_err(ApiError::internal)?;
+    Ok(Json(
+        json!({ "object": "list", "data": list.iter().map(event_json).collect::<Vec<_>>() }),
+    ))
+}
+
+/// An outbox event for the admin, without its secrets.
+fn event_json(e: &crate::store::video::OutboxEvent) -> Value {
+    json!({
+        "event_id": e.event_id,
+        "event": e.event,
+        "task_id": e.task_id,
+        "account_id": e.account_id,
+        "status": e.status,
+        "fail_reason": e.fail_reason,
+        "url": e.target.url,
+        "signed": e.target.secret.is_some(),
+        "state": e.state,
+        "attempts": e.attempts,
+        "next_attempt_at": e.next_attempt_at,
+        "last_error": e.last_error,
+        "created_at": e.created_at,
+        "delivered_at": e.delivered_at,
+    })
+}
+
+async fn webhook_show(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {
+    let e = state
+        .store
+        .event(&id)
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no webhook event `{id}`")))?;
+    Ok(Json(event_json(&e)))
+}
+
+/// Delivers every due event now and waits for the outcomes.
+async fn webhook_dispatch(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    let n = crate::webhooks::dispatch_due(&state, true).await;
+    Json(json!({ "delivered_or_attempted": n }))
+}
+
+async fn webhook_resend(
+    State(state): State<SharedState>,
+    _: Admin,
+    Path(id): Path<String>,
+) -> Reply {
+    let e = crate::webhooks::resend(&state, &id)
+        .await
+        .map_err(ApiError::internal)?
+        .ok_or_else(|| ApiError::NotFound(format!("no webhook event `{id}`")))?;
+    Ok(Json(event_json(&e)))
+}

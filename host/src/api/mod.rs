@@ -12,6 +12,7 @@ pub mod admin;
 pub mod chat;
 pub mod dashboard;
 pub mod models;
+pub mod videos;
 
 use crate::auth::ReqInfo;
 use crate::error::{ApiError, Enveloped, REQUEST_ID};
@@ -38,6 +39,12 @@ pub fn public_router(state: SharedState) -> Router {
             get(dashboard::subscription),
         )
         .route("/v1/dashboard/billing/usage", get(dashboard::usage))
+        .route("/v1/capabilities", get(videos::capabilities))
+        .route("/v1/videos/quote", post(videos::quote))
+        .route("/v1/videos", post(videos::create))
+        .route("/v1/videos/{id}", get(videos::retrieve))
+        .route("/v1/videos/{id}/content", get(videos::download))
+        .route("/v1/videos/{id}/cancel", post(videos::cancel))
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(

@@ -41,6 +41,21 @@ pub enum AdapterError {
     Plugin(PluginError),
 }
 
+impl std::fmt::Display for AdapterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdapterError::Guest(g) => write!(f, "{g}"),
+            AdapterError::Plugin(PluginError::InvalidRequest(m)) => {
+                write!(f, "invalid request: {m}")
+            }
+            AdapterError::Plugin(PluginError::Unsupported(m)) => write!(f, "unsupported: {m}"),
+            AdapterError::Plugin(PluginError::UpstreamFormat(m)) => {
+                write!(f, "unreadable upstream answer: {m}")
+            }
+        }
+    }
+}
+
 impl From<GuestFailure> for AdapterError {
     fn from(e: GuestFailure) -> Self {
         AdapterError::Guest(e)
@@ -356,6 +371,118 @@ impl AdapterSession {
             translator.resource_drop_async(&mut self.store)
         );
         Ok(end)
+    }
+}
+
+/// One use of a video adapter: each call gets a fresh instance (they are rare
+/// and independent: submit, poll, content).
+pub struct VideoSession {
+    sandbox: Arc<Sandbox>,
+    store: Store<GuestState>,
+    inst: super::bindings::video::VideoVendor,
+}
+
+pub use super::bindings::video::exports::gateway::plugin::video_adapter::{
+    TaskState, TaskStatus as UpstreamTaskStatus, VideoRequest,
+};
+
+impl VideoSession {
+    pub async fn start(
+        sandbox: &Arc<Sandbox>,
+        plugin: &super::registry::VideoPlugin,
+        request_id: &str,
+    ) -> Result<VideoSession, GuestFailure> {
+        let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
+        let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+        Ok(VideoSession {
+            sandbox: sandbox.clone(),
+            store,
+            inst,
+        })
+    }
+
+    fn checked(
+        &self,
+        r: super::bindings::types::UpstreamRequest,
+    ) -> Result<OutboundRequest, GuestFailure> {
+        check_request(
+            &self.store.data().plugin,
+            &r.method,
+            &r.path,
+            r.headers,
+            r.body,
+            r.state,
+        )
+    }
+
+    pub async fn build_submit(
+        &mut self,
+        req: &VideoRequest,
+    ) -> Result<OutboundRequest, AdapterError> {
+        let api = self.inst.gateway_plugin_video_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_build_submit(&mut self.store, req)
+        )?;
+        Ok(self.checked(r.map_err(AdapterError::Plugin)?)?)
+    }
+
+    pub async fn parse_submit(&mut self, status: u16, body: &[u8]) -> Result<String, AdapterError> {
+        let api = self.inst.gateway_plugin_video_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_parse_submit(&mut self.store, status, body)
+        )?;
+        let id = r.map_err(AdapterError::Plugin)?;
+        if id.is_empty() || id.len() > 256 || id.chars().any(char::is_control) {
+            return Err(invalid(
+                &self.store,
+                "the upstream task id is empty, too long or not printable",
+            )
+            .into());
+        }
+        Ok(id)
+    }
+
+    pub async fn build_poll(&mut self, upstream_id: &str) -> Result<OutboundRequest, AdapterError> {
+        let api = self.inst.gateway_plugin_video_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_build_poll(&mut self.store, upstream_id)
+        )?;
+        Ok(self.checked(r.map_err(AdapterError::Plugin)?)?)
+    }
+
+    pub async fn parse_poll(
+        &mut self,
+        status: u16,
+        body: &[u8],
+    ) -> Result<UpstreamTaskStatus, AdapterError> {
+        let api = self.inst.gateway_plugin_video_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_parse_poll(&mut self.store, status, body)
+        )?;
+        let mut s = r.map_err(AdapterError::Plugin)?;
+        s.progress = s.progress.min(100);
+        Ok(s)
+    }
+
+    pub async fn build_content(
+        &mut self,
+        upstream_id: &str,
+    ) -> Result<OutboundRequest, AdapterError> {
+        let api = self.inst.gateway_plugin_video_adapter();
+        let r = guarded!(
+            self.sandbox,
+            self.store,
+            api.call_build_content(&mut self.store, upstream_id)
+        )?;
+        Ok(self.checked(r.map_err(AdapterError::Plugin)?)?)
     }
 }
 

@@ -17,6 +17,7 @@
 
 pub mod accounts;
 pub mod records;
+pub mod video;
 pub mod wal;
 
 use redb::{Database, ReadTransaction, TableDefinition, WriteTransaction};
@@ -103,6 +104,7 @@ impl Store {
             txn.open_table(USAGE)?;
             txn.open_table(BALANCES)?;
             txn.open_table(TOKEN_MONEY)?;
+            video::create_tables(&txn)?;
             txn.open_table(META)?;
             txn.commit()?;
         }
