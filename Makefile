@@ -13,7 +13,7 @@ RELEASE     := target/release
 WASM_OUT    := target/$(WASM_TARGET)/release
 
 # guest crate -> file name in the plugin folders
-ADAPTERS    := openai-adapter:openai
+ADAPTERS    := openai-adapter:openai genvideo-adapter:genvideo
 POLICIES    := drop-sampling-policy:drop-sampling keep-thinking-policy:keep-thinking
 TEST_GUESTS := misbehave-guest:misbehave
 

@@ -81,7 +81,19 @@ async fn models_lists_the_enabled_models_in_the_list_wrapper() {
         .collect();
     assert_eq!(
         ids,
-        ["gpt-4o-mini", "deepseek-reasoner", "qwen-plus", "thinker"]
+        [
+            "gpt-4o-mini",
+            "deepseek-reasoner",
+            "qwen-plus",
+            "thinker",
+            "Gen-2.0-fast",
+            "Gen-2.0",
+            "Gen-2.0-test",
+            "Gen-2.5-test",
+            "video-fast",
+            "video-quality",
+            "video-pro"
+        ]
     );
     for m in v["data"].as_array().unwrap() {
         assert_eq!(m["object"], "model");

@@ -87,6 +87,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
         "127.0.0.1:0".parse().unwrap(),
         upstream_sim::SimOptions {
             api_key: Some(SIM_KEY.into()),
+            ..upstream_sim::SimOptions::default()
         },
     )
     .await

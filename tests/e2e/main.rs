@@ -13,3 +13,5 @@ mod limits;
 mod property;
 mod sandbox;
 mod tokens;
+mod video;
+mod webhooks;

@@ -33,6 +33,14 @@ pub struct WebhookRuntime {
 }
 
 impl WebhookRuntime {
+    /// Deliveries under way right now.
+    pub fn in_flight(&self) -> usize {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     pub fn new(max_concurrent: usize) -> Self {
         Self {
             wake: Notify::new(),

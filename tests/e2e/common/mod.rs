@@ -49,6 +49,10 @@ pub struct Setup {
     pub limits: String,
     /// Extra keys for the `[plugins]` section.
     pub plugins: String,
+    /// Extra keys for the `[video]` section.
+    pub video: String,
+    /// Extra keys for the `[webhooks]` section.
+    pub webhooks: String,
     /// Components copied into the adapters folder (from build/adapters or
     /// build/test-guests): (kind folder, name).
     pub adapters: Vec<(&'static str, &'static str)>,
@@ -63,7 +67,9 @@ impl Default for Setup {
             extra: String::new(),
             limits: String::new(),
             plugins: String::new(),
-            adapters: vec![("adapters", "openai")],
+            video: String::new(),
+            webhooks: String::new(),
+            adapters: vec![("adapters", "openai"), ("adapters", "genvideo")],
             default_models: true,
         }
     }
@@ -112,9 +118,61 @@ name = "thinker"
 input_price = "1"
 output_price = "2"
 policies = ["keep-thinking"]
-"#
+
+[[channels]]
+name = "sim-video"
+adapter = "genvideo"
+base_url = "{sim_url}"
+key = "env:E2E_SIM_KEY"
+models = ["Gen-2.0-fast", "Gen-2.0", "Gen-2.0-test", "Gen-2.5-test"]
+{VIDEO_MODELS}"#
     )
+    .replace("{VIDEO_MODELS}", VIDEO_MODELS)
 }
+
+/// The spec's capability and price tables (§4.4b).
+pub const VIDEO_MODELS: &str = r#"
+[[video_models]]
+name = "Gen-2.0-fast"
+price_per_second = "1.40"
+durations = [4, 12]
+resolutions = ["1280x720", "720x1280"]
+
+[[video_models]]
+name = "Gen-2.0"
+price_per_second = "1.23"
+durations = [4, 12]
+resolutions = ["1280x720", "720x1280"]
+
+[[video_models]]
+name = "Gen-2.0-test"
+price_per_second = "1.23"
+durations = [4, 12]
+resolutions = ["1280x720", "720x1280"]
+status = "preview"
+
+[[video_models]]
+name = "Gen-2.5-test"
+price_per_second = "1.87"
+durations = [2, 30]
+resolutions = ["1280x720", "720x1280", "1792x1024", "1024x1792"]
+status = "preview"
+
+[[video_models]]
+name = "video-fast"
+alias_of = "Gen-2.0-fast"
+price_per_second = "1.40"
+
+[[video_models]]
+name = "video-quality"
+alias_of = "Gen-2.0"
+price_per_second = "1.23"
+
+[[video_models]]
+name = "video-pro"
+alias_of = "Gen-2.5-test"
+price_per_second = "1.87"
+"#;
 
 /// The test's own `key = value` lines, plus each default whose key it did not set.
 fn with_defaults(own: &str, defaults: &[&str]) -> String {
@@ -139,6 +197,7 @@ impl Env {
             "127.0.0.1:0".parse().unwrap(),
             SimOptions {
                 api_key: Some(SIM_KEY.into()),
+                ..SimOptions::default()
             },
         )
         .await
@@ -181,6 +240,12 @@ key = "{ADMIN_KEY}"
 [plugins]
 {plugins}
 
+[video]
+{video}
+
+[webhooks]
+{webhooks}
+
 {models}
 {extra}
 "#,
@@ -197,6 +262,19 @@ key = "{ADMIN_KEY}"
                     "max_memory_mib = 32",
                     "reload_interval_secs = 0"
                 ],
+            ),
+            // The tests drive the poller and the dispatcher themselves.
+            video = with_defaults(
+                &setup.video,
+                &[
+                    "poll_interval_secs = 5",
+                    "poller_tick_ms = 3600000",
+                    "content_timeout_secs = 2"
+                ],
+            ),
+            webhooks = with_defaults(
+                &setup.webhooks,
+                &["allow_private_targets = true", "dispatch_tick_ms = 3600000"],
             ),
             extra = setup.extra.replace("{SIM_URL}", &sim.base_url()),
         );
@@ -308,6 +386,59 @@ key = "{ADMIN_KEY}"
             v["balance"].as_i64().unwrap(),
             v["ledger_sum"].as_i64().unwrap(),
         )
+    }
+
+    /// Runs one poller pass (the clock decides which tasks are due).
+    pub async fn poll(&self) -> usize {
+        gateway::video::poller::run_due(&self.gw.state).await
+    }
+
+    /// Moves the clock by the poll interval and runs passes until the task
+    /// is final (bounded); returns the task JSON.
+    pub async fn run_to_end(&self, key: &str, task_id: &str) -> Value {
+        for _ in 0..50 {
+            self.clock.advance_secs(5);
+            self.poll().await;
+            let v = self.task(key, task_id).await;
+            if ["completed", "failed", "rejected", "expired"]
+                .contains(&v["status"].as_str().unwrap_or(""))
+            {
+                return v;
+            }
+        }
+        panic!("task {task_id} did not finish");
+    }
+
+    pub async fn task(&self, key: &str, task_id: &str) -> Value {
+        let resp = self
+            .http
+            .get(self.url(&format!("/v1/videos/{task_id}")))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.json().await.unwrap()
+    }
+
+    /// Delivers due webhook events now, waiting for the outcomes — also of
+    /// deliveries the background dispatcher started (it wakes when a task
+    /// ends).
+    pub async fn dispatch(&self) -> usize {
+        self.webhooks_idle().await;
+        let n = gateway::webhooks::dispatch_due(&self.gw.state, true).await;
+        self.webhooks_idle().await;
+        n
+    }
+
+    async fn webhooks_idle(&self) {
+        for _ in 0..1000 {
+            if self.gw.state.webhooks.in_flight() == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("webhook deliveries still running after 10 s");
     }
 
     pub async fn stop(self) {

@@ -56,8 +56,16 @@ const CLOSE: &str = "]]";
 /// so a typo degrades to a normal answer rather than a confusing failure.
 pub fn extract_directives(text: &str) -> (String, Directives) {
     let mut directives = Directives::default();
+    let cleaned = scan_directives(text, |item| apply_item(item, &mut directives));
+    (cleaned, directives)
+}
+
+/// Calls `apply` with each trimmed item of every `[[sim:...]]` directive in
+/// `text` and returns the text without them (trimmed; untouched when it has
+/// no directive). Shared by the chat and video routes, whose items differ.
+pub fn scan_directives(text: &str, mut apply: impl FnMut(&str)) -> String {
     if !text.contains(OPEN) {
-        return (text.to_owned(), directives);
+        return text.to_owned();
     }
     let mut cleaned = String::with_capacity(text.len());
     let mut rest = text;
@@ -68,12 +76,12 @@ pub fn extract_directives(text: &str) -> (String, Directives) {
         };
         cleaned.push_str(&rest[..start]);
         for item in after_open[..len].split(',') {
-            apply_item(item.trim(), &mut directives);
+            apply(item.trim());
         }
         rest = &after_open[len + CLOSE.len()..];
     }
     cleaned.push_str(rest);
-    (cleaned.trim().to_owned(), directives)
+    cleaned.trim().to_owned()
 }
 
 fn apply_item(item: &str, d: &mut Directives) {

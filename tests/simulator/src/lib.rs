@@ -4,9 +4,11 @@
 //! as a process by the demo and SDK tests (the `upstream-sim` binary).
 //!
 //! Vendor routes: `GET /v1/models`, `POST /v1/chat/completions` (the answer
-//! rules are documented in `src/chat/mod.rs`). When [`SimOptions::api_key`]
-//! is set, every `/v1/...` request needs `Authorization: Bearer <key>`, else
-//! 401.
+//! rules are documented in `src/chat/mod.rs`), and the video task API
+//! `POST /v1/video/tasks`, `GET /v1/video/tasks/{id}`,
+//! `GET /v1/video/tasks/{id}/content` (documented in `src/video/mod.rs`;
+//! its pace is [`SimOptions::video`]). When [`SimOptions::api_key`] is set,
+//! every `/v1/...` request needs `Authorization: Bearer <key>`, else 401.
 //!
 //! Control routes (no auth, not recorded):
 //! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
@@ -45,6 +47,7 @@ mod models;
 mod record;
 mod sse;
 mod tokens;
+mod video;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,12 +66,15 @@ use tokio_util::sync::CancellationToken;
 
 pub use faults::Fault;
 pub use record::Recorded;
+pub use video::VideoSpeed;
 
 /// How the simulator behaves.
 #[derive(Clone, Debug, Default)]
 pub struct SimOptions {
     /// When set, `/v1/...` requests must carry `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
+    /// How video tasks progress; by default three polls to success.
+    pub video: VideoSpeed,
 }
 
 /// Shared by every handler of one server.
@@ -78,6 +84,7 @@ pub(crate) struct SimState {
     faults: faults::FaultQueue,
     shutdown: CancellationToken,
     chat_ids: AtomicU64,
+    video: video::VideoState,
 }
 
 impl SimState {
@@ -114,6 +121,7 @@ pub async fn start(addr: SocketAddr, opts: SimOptions) -> anyhow::Result<SimServ
         faults: faults::FaultQueue::default(),
         shutdown: CancellationToken::new(),
         chat_ids: AtomicU64::new(0),
+        video: video::VideoState::new(opts.video),
     });
     let app = router(state.clone());
     // Without NODELAY, Nagle would merge the small SSE writes that the
@@ -143,6 +151,9 @@ fn router(state: Arc<SimState>) -> Router {
     let vendor = Router::new()
         .route("/v1/models", get(models::list))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/video/tasks", post(video::submit))
+        .route("/v1/video/tasks/{id}", get(video::poll))
+        .route("/v1/video/tasks/{id}/content", get(video::content))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -192,6 +203,16 @@ impl SimServer {
     /// The next `count` chat requests get `fault` (after earlier queued ones).
     pub fn push_fault(&self, fault: Fault, count: usize) {
         self.state.faults.push(fault, count);
+    }
+
+    /// Video tasks created since the server started.
+    pub fn video_task_count(&self) -> usize {
+        self.state.video.task_count()
+    }
+
+    /// Video content downloads answered with the file (200 or 206).
+    pub fn video_content_fetches(&self) -> usize {
+        self.state.video.content_fetches()
     }
 
     /// Drops every queued fault.

@@ -4,7 +4,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
 
 use clap::Parser;
-use upstream_sim::SimOptions;
+use upstream_sim::{SimOptions, VideoSpeed};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Deterministic fake OpenAI-compatible vendor")]
@@ -15,6 +15,22 @@ struct Args {
     /// Require `Authorization: Bearer <KEY>` on /v1 routes.
     #[arg(long, env = "UPSTREAM_SIM_API_KEY")]
     api_key: Option<String>,
+    /// Video tasks succeed at the N-th status poll.
+    #[arg(long, value_name = "N", conflicts_with = "video_millis")]
+    video_polls: Option<u32>,
+    /// Video tasks succeed T milliseconds after submission instead.
+    #[arg(long, value_name = "T")]
+    video_millis: Option<u64>,
+}
+
+impl Args {
+    fn video_speed(&self) -> VideoSpeed {
+        match (self.video_millis, self.video_polls) {
+            (Some(ms), _) => VideoSpeed::Millis(ms),
+            (None, Some(n)) => VideoSpeed::Polls(n),
+            (None, None) => VideoSpeed::default(),
+        }
+    }
 }
 
 #[tokio::main]
@@ -33,6 +49,7 @@ async fn main() -> anyhow::Result<()> {
     let server = upstream_sim::start(
         args.listen,
         SimOptions {
+            video: args.video_speed(),
             api_key: args.api_key,
         },
     )

@@ -23,6 +23,7 @@ async fn sim() -> SimServer {
         addr,
         SimOptions {
             api_key: Some(KEY.into()),
+            ..SimOptions::default()
         },
     )
     .await

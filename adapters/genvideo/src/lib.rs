@@ -1,0 +1,89 @@
+//! The `genvideo` video adapter: the host's video tasks on a `genvideo-v1`
+//! vendor (`POST /video/tasks`, `GET /video/tasks/{id}`,
+//! `GET /video/tasks/{id}/content` under the channel's `/v1` base URL).
+//!
+//! This file is the WIT glue; the requests and readings live in plain
+//! functions that are tested natively.
+
+mod paths;
+mod poll;
+mod submit;
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "video-vendor",
+});
+
+use exports::gateway::plugin::video_adapter::{
+    Descriptor, Guest, PluginError, TaskStatus, UpstreamRequest, VideoRequest,
+};
+use gateway::plugin::log::{log, Level};
+use gateway::plugin::types::AuthScheme;
+
+struct GenVideoAdapter;
+
+impl Guest for GenVideoAdapter {
+    fn describe() -> Descriptor {
+        Descriptor {
+            name: "genvideo".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            vendor_protocol: "genvideo-v1".to_owned(),
+            client_protocols: Vec::new(),
+            auth: AuthScheme::Bearer,
+        }
+    }
+
+    fn build_submit(req: VideoRequest) -> Result<UpstreamRequest, PluginError> {
+        logged(
+            Level::Debug,
+            "submission refused",
+            submit::build_submit(&req),
+        )
+    }
+
+    fn parse_submit(status: u16, body: Vec<u8>) -> Result<String, PluginError> {
+        logged(
+            Level::Warn,
+            "submission failed",
+            submit::parse_submit(status, &body),
+        )
+    }
+
+    fn build_poll(upstream_task_id: String) -> Result<UpstreamRequest, PluginError> {
+        logged(
+            Level::Warn,
+            "poll refused",
+            poll::build_poll(&upstream_task_id),
+        )
+    }
+
+    fn parse_poll(status: u16, body: Vec<u8>) -> Result<TaskStatus, PluginError> {
+        logged(
+            Level::Warn,
+            "unreadable poll answer",
+            poll::parse_poll(status, &body),
+        )
+    }
+
+    fn build_content(upstream_task_id: String) -> Result<UpstreamRequest, PluginError> {
+        logged(
+            Level::Warn,
+            "download refused",
+            poll::build_content(&upstream_task_id),
+        )
+    }
+}
+
+/// Logs a failed translation; messages never hold credentials (vendor text
+/// is cleaned before it gets into one).
+fn logged<T>(level: Level, what: &str, result: Result<T, PluginError>) -> Result<T, PluginError> {
+    if let Err(err) = &result {
+        let (PluginError::InvalidRequest(m)
+        | PluginError::Unsupported(m)
+        | PluginError::UpstreamFormat(m)) = err;
+        log(level, &format!("{what}: {m}"));
+    }
+    result
+}
+
+export!(GenVideoAdapter);
