@@ -200,7 +200,7 @@ wait_ready() {
 : >"$DEMO/simulator.log"
 : >"$DEMO/gateway.log"
 UPSTREAM_SIM_API_KEY="$SIM_KEY" NO_COLOR=1 \
-    "$BIN/upstream-sim" --listen "127.0.0.1:$SIM_PORT" >>"$DEMO/simulator.log" 2>&1 &
+    "$BIN/upstream-sim" --listen "127.0.0.1:$SIM_PORT" --video-millis 20000 >>"$DEMO/simulator.log" 2>&1 &
 SIM_PID=$!
 wait_ready "$SIM_PID" "$DEMO/simulator.log" "upstream-sim listening on $SIM_URL" simulator
 

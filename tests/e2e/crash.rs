@@ -205,3 +205,139 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     gw.kill();
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn video_tasks_and_webhook_events_survive_sigkill() {
+    use crate::webhooks::Receiver;
+    let sim = upstream_sim::start(
+        "127.0.0.1:0".parse().unwrap(),
+        upstream_sim::SimOptions {
+            api_key: Some(SIM_KEY.into()),
+            ..upstream_sim::SimOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let rx = Receiver::start().await;
+    // The first delivery hangs: the gateway is killed in the middle of it.
+    rx.answer_slowly(200, Duration::from_secs(30));
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(dir.path(), &sim.base_url(), "");
+    let http = reqwest::Client::new();
+    let post = |gw: &GatewayProcess, path: &str, body: Value| {
+        let (http, base) = (http.clone(), gw.admin.clone());
+        let path = path.to_string();
+        async move { admin(&http, &base, reqwest::Method::POST, &path, Some(body)).await }
+    };
+
+    let gw = GatewayProcess::start(&config);
+    let acct = post(
+        &gw,
+        "/admin/v1/accounts",
+        json!({"name": "v", "trial_credit_cny": "100"}),
+    )
+    .await;
+    let account = acct["id"].as_str().unwrap().to_string();
+    let key = post(&gw, "/admin/v1/tokens", json!({"account": account})).await["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let submit = |gw: &GatewayProcess, body: Value| {
+        let (http, base, key) = (http.clone(), gw.public.clone(), key.clone());
+        async move {
+            let v: Value = http
+                .post(format!("http://{base}/v1/videos"))
+                .bearer_auth(&key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v["id"].as_str().unwrap().to_string()
+        }
+    };
+    let hooked = submit(&gw, json!({"model": "video-fast", "prompt": "hooked", "webhook_url": rx.url, "webhook_secret": "s"})).await;
+    let stuck = submit(
+        &gw,
+        json!({"model": "video-fast", "prompt": "slow [[sim:never]]"}),
+    )
+    .await;
+    // Drive the poller until the hooked task completes; its event's first
+    // delivery then starts (and hangs in the receiver).
+    for _ in 0..10 {
+        post(&gw, "/admin/v1/clock/advance", json!({"secs": 5})).await;
+        post(&gw, "/admin/v1/video/poll", json!({})).await;
+    }
+    let first = rx.wait_for(1).await;
+    let event_id = first[0].json()["event_id"].clone();
+    // One more task, accepted but not yet sent upstream when the gateway dies.
+    let queued = submit(
+        &gw,
+        json!({"model": "video-fast", "prompt": "queued", "seconds": "8"}),
+    )
+    .await;
+    gw.kill();
+
+    let gw = GatewayProcess::start(&config);
+    let task = |id: &str| {
+        let (http, base, key, id) = (http.clone(), gw.public.clone(), key.clone(), id.to_string());
+        async move {
+            let v: Value = http
+                .get(format!("http://{base}/v1/videos/{id}"))
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            v
+        }
+    };
+    assert_eq!(task(&hooked).await["status"], "completed");
+    // The event survived: delivered again, same id, as its first recorded
+    // attempt. (The restarted manual clock starts at real time, behind where
+    // the first run had moved it.)
+    post(&gw, "/admin/v1/clock/advance", json!({"secs": 120})).await;
+    post(&gw, "/admin/v1/webhooks/dispatch", json!({})).await;
+    let hits = rx.wait_for(2).await;
+    assert_eq!(hits[1].json()["event_id"], event_id);
+    assert_eq!(hits[1].json()["attempt"], 1);
+    // In-flight tasks resume: the queued one completes, the stuck one expires.
+    for _ in 0..10 {
+        post(&gw, "/admin/v1/clock/advance", json!({"secs": 5})).await;
+        post(&gw, "/admin/v1/video/poll", json!({})).await;
+    }
+    assert_eq!(task(&queued).await["status"], "completed");
+    assert_eq!(task(&stuck).await["status"], "in_progress");
+    post(&gw, "/admin/v1/clock/advance", json!({"secs": 6 * 3600})).await;
+    post(&gw, "/admin/v1/video/poll", json!({})).await;
+    assert_eq!(task(&stuck).await["status"], "expired");
+    let a = admin(
+        &http,
+        &gw.admin,
+        reqwest::Method::GET,
+        &format!("/admin/v1/accounts/{account}"),
+        None,
+    )
+    .await;
+    assert_eq!(a["balance"], a["ledger_sum"]);
+    assert_eq!(
+        a["balance"],
+        50_000_000 - 4 * 700_000 - 8 * 700_000,
+        "the two completed tasks, nothing else"
+    );
+    let holds = admin(
+        &http,
+        &gw.admin,
+        reqwest::Method::GET,
+        "/admin/v1/holds",
+        None,
+    )
+    .await;
+    assert_eq!(holds["data"], json!([]));
+    gw.kill();
+    sim.shutdown().await;
+}

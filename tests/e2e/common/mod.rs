@@ -509,11 +509,16 @@ impl GatewayProcess {
             .expect("gateway binary starts");
         let stderr = child.stderr.take().expect("stderr piped");
         let (tx, rx) = std::sync::mpsc::channel();
+        // E2E_GATEWAY_LOG=1 shows the process's log while debugging a test.
+        let echo = std::env::var_os("E2E_GATEWAY_LOG").is_some();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
             {
+                if echo {
+                    eprintln!("gateway: {line}");
+                }
                 if let Some(rest) = line.split("gateway listening on http://").nth(1) {
                     let public = rest.split_whitespace().next().unwrap_or("").to_string();
                     let admin = rest
@@ -554,11 +559,13 @@ pub fn process_config(dir: &Path, sim_url: &str, extra: &str) -> PathBuf {
     let policies = dir.join("policies");
     std::fs::create_dir_all(&adapters).unwrap();
     std::fs::create_dir_all(&policies).unwrap();
-    std::fs::copy(
-        component("adapters", "openai"),
-        adapters.join("openai.wasm"),
-    )
-    .unwrap();
+    for name in ["openai", "genvideo"] {
+        std::fs::copy(
+            component("adapters", name),
+            adapters.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
     for name in ["drop-sampling", "keep-thinking"] {
         std::fs::copy(
             component("policies", name),
@@ -579,6 +586,14 @@ key = "{ADMIN_KEY}"
 rate_limit_requests = 1000000
 [plugins]
 max_instances = 64
+[video]
+poll_interval_secs = 5
+poller_tick_ms = 3600000
+[webhooks]
+allow_private_targets = true
+dispatch_tick_ms = 3600000
+[testing]
+manual_clock = true
 {models}
 {extra}
 "#,
