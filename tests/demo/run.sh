@@ -226,7 +226,7 @@ json_field() {
 if key_works; then
     say "reusing the demo token in .demo/api-key"
 else
-    out=$("$BIN/gateway" admin account create --name demo) || die "could not create the demo account (see above)"
+    out=$("$BIN/gateway" admin account create --name demo --trial-credit 100) || die "could not create the demo account (see above)"
     ACCOUNT_ID=$(json_field id <<<"$out")
     out=$("$BIN/gateway" admin token create --account "$ACCOUNT_ID" --name demo) ||
         die "could not create the demo token (see above)"
@@ -257,7 +257,8 @@ cat <<EOF
    base URL   $BASE/v1
    API key    in $REL_DEMO/api-key   (admin API: $ADMIN_URL, simulator: $SIM_URL)
    logs       $REL_DEMO/gateway.log, $REL_DEMO/simulator.log
-   models     gpt-4o-mini, deepseek-reasoner (answers carry reasoning_content), qwen-plus
+   models     gpt-4o-mini, deepseek-reasoner (answers carry reasoning_content), qwen-plus;
+              video: video-fast, video-quality, video-pro (demo tasks take ~20 s)
 
  Chat:
 
@@ -285,6 +286,13 @@ cat <<EOF
    print(resp.choices[0].message.content)
    print(resp.usage)
    PY
+
+ Video (submit, poll until "completed", download):
+
+   curl -s $BASE/v1/videos -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "video-fast", "prompt": "a lighthouse at dawn", "seconds": "4"}'
+   curl -s $BASE/v1/videos/<task id> -H "Authorization: Bearer $API_KEY"
+   curl -s -o video.mp4 $BASE/v1/videos/<task id>/content -H "Authorization: Bearer $API_KEY"
 
  Admin (balance and ledger of the demo account):
 
