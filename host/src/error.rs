@@ -99,8 +99,6 @@ pub enum ApiError {
     },
     #[error("Idempotency-Key was already used with a different request body")]
     IdempotencyKeyReuse,
-    #[error("{0}")]
-    IdempotencyInFlight(String),
     #[error("this account already has {current} unfinished video tasks (limit {limit})")]
     UserConcurrencyLimit { current: u32, limit: u32 },
     #[error("this submission would bring today's video spend to {would_be_cny} CNY, over the daily budget of {limit_cny} CNY (spent so far: {spent_cny} CNY)")]
@@ -140,7 +138,7 @@ impl ApiError {
             TokenModelDenied(_) | TokenIpDenied(_) | TokenQuotaExhausted { .. } => 403,
             ModelNotFound(_) | NotFound(_) => 404,
             MethodNotAllowed(_) => 405,
-            IdempotencyKeyReuse | IdempotencyInFlight(_) => 409,
+            IdempotencyKeyReuse => 409,
             ArtifactGone(_) => 410,
             BodyTooLarge(_) => 413,
             RangeNotSatisfiable(_) => 416,
@@ -186,7 +184,6 @@ impl ApiError {
             VideoValidation { code, .. } => code,
             Quote { code, .. } => code,
             IdempotencyKeyReuse => "idempotency_key_reuse",
-            IdempotencyInFlight(_) => "idempotency_key_in_flight",
             UserConcurrencyLimit { .. } => "user_concurrency_limit",
             DailyBudgetExceeded { .. } => "daily_budget_exceeded",
             ArtifactGone(_) => "artifact_gone",

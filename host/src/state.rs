@@ -60,6 +60,11 @@ impl Catalog {
         }
     }
 
+    /// A channel by name.
+    pub fn channel(&self, name: &str) -> Option<&Arc<ChannelConfig>> {
+        self.channels.values().flatten().find(|c| c.name == name)
+    }
+
     pub fn channels(&self, model: &str) -> &[Arc<ChannelConfig>] {
         self.channels.get(model).map(Vec::as_slice).unwrap_or(&[])
     }

@@ -878,3 +878,19 @@ async fn upstream_content_failures_are_502_with_their_own_codes() {
     }
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_a_working_channel_is_503_and_costs_nothing() {
+    // No video adapter loaded: the channel cannot serve.
+    let env = Env::with(Setup {
+        adapters: vec![("adapters", "openai")],
+        ..Setup::default()
+    })
+    .await;
+    let account = env.account("100").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let (code, _) = envelope(submit(&env, &key, video("p", "4")).await, 503).await;
+    assert_eq!(code, "no_available_channel");
+    assert_eq!(env.balance(&account).await.0, 50_000_000);
+    env.stop().await;
+}

@@ -56,5 +56,10 @@ pub async fn completions(
         prompt_tokens_estimate: estimate_prompt_tokens(message_bytes, messages.len()),
         body: body.clone(),
     };
-    serve(state, caller, req).await
+    // Its own task: a client that hangs up must not cancel the call after
+    // the upstream answered (the vendor charges for it; so must we).
+    let id = caller.info.id.clone();
+    tokio::spawn(crate::error::REQUEST_ID.scope(id, serve(state, caller, req)))
+        .await
+        .map_err(ApiError::internal)?
 }

@@ -68,7 +68,13 @@ async fn read_fields(state: &SharedState, req: Request) -> Result<RawFields, Api
     }
     let bytes = axum::body::Bytes::from_request(req, state)
         .await
-        .map_err(|e| ApiError::InvalidRequest(format!("the body could not be read: {e}")))?;
+        .map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
+            } else {
+                ApiError::InvalidRequest(format!("the body could not be read: {e}"))
+            }
+        })?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(fields)) => Ok(RawFields {
             fields,
@@ -104,11 +110,16 @@ pub async fn quote(
     Ok(Json(submit::quote(&state, &caller, &raw).await?))
 }
 
-fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
+/// A header's text; present but not visible ASCII is an error rather than
+/// "absent" (an ignored Idempotency-Key would charge a retry twice, an
+/// ignored secret would send webhooks unsigned).
+fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, ApiError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(|s| Some(s.to_string())).map_err(|_| {
+            ApiError::InvalidRequest(format!("header `{name}` must be visible ASCII text"))
+        }),
+    }
 }
 
 pub async fn create(
@@ -117,13 +128,19 @@ pub async fn create(
     req: Request,
 ) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let idempotency_key = header_text(&headers, "idempotency-key");
+    let idempotency_key = header_text(&headers, "idempotency-key")?;
     let webhook = (
-        header_text(&headers, "x-webhook-url"),
-        header_text(&headers, "x-webhook-secret"),
+        header_text(&headers, "x-webhook-url")?,
+        header_text(&headers, "x-webhook-secret")?,
     );
     let raw = read_fields(&state, req).await?;
-    let answer = submit::submit(&state, &caller, &raw, webhook, idempotency_key).await?;
+    // Its own task: a client disconnecting must not cancel a submission
+    // between its hold and its task record.
+    let submitting = tokio::spawn(crate::error::REQUEST_ID.scope(
+        caller.info.id.clone(),
+        submit::submit(state.clone(), caller, raw, webhook, idempotency_key),
+    ));
+    let answer = submitting.await.map_err(ApiError::internal)??;
     let mut resp = json_response(answer.status, answer.body);
     if answer.replayed {
         resp.headers_mut()

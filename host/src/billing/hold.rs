@@ -68,14 +68,15 @@ impl Drop for Hold {
         let (ledger, id, now) = (self.ledger.clone(), std::mem::take(&mut self.id), self.now);
         let refund = async move {
             if let Err(e) = ledger.settle(&id, 0, None, now).await {
-                tracing::error!("refunding abandoned reservation {id} failed: {e}; it is refunded at the next start");
+                tracing::error!("refunding abandoned reservation {id} failed: {e}");
             }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(refund);
             }
-            // Outside a runtime (shutdown): start-up reconciliation refunds it.
+            // Outside a runtime (shutdown): the hold is in the log as open,
+            // and start-up refunds open text holds.
             Err(_) => tracing::warn!("reservation left open at shutdown; refunded at next start"),
         }
     }

@@ -47,6 +47,16 @@ pub struct NewToken {
     pub expires_at: Option<i64>,
 }
 
+/// What a logged change waits for before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    No,
+    /// Written to the OS (survives the process dying).
+    Written,
+    /// Also fsynced (survives a power cut).
+    Synced,
+}
+
 pub fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
@@ -108,10 +118,10 @@ impl Books {
         charged: Option<Quota>,
         facts: &mut Vec<Fact>,
     ) {
-        account.balance += amount;
+        account.balance = account.balance.saturating_add(amount);
         account.ledger_seq += 1;
         if matches!(kind, LedgerKind::Trial | LedgerKind::TopUp) {
-            account.credited += amount;
+            account.credited = account.credited.saturating_add(amount);
         }
         facts.push(Fact::Ledger {
             account_id: account.id.clone(),
@@ -206,20 +216,20 @@ impl Ledger {
         &self,
         books: &mut Books,
         facts: Vec<Fact>,
-        wait: bool,
+        wait: Wait,
     ) -> Result<Option<oneshot::Receiver<Result<(), StoreError>>>, StoreError> {
         if facts.is_empty() {
             return Ok(None);
         }
         let seq = books.next_seq;
         books.next_seq += 1;
-        let (ack, rx) = if wait {
+        let (ack, rx) = if wait == Wait::No {
+            (None, None)
+        } else {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))
-        } else {
-            (None, None)
         };
-        self.wal.append(seq, facts, ack)?;
+        self.wal.append(seq, facts, ack, wait == Wait::Synced)?;
         Ok(rx)
     }
 
@@ -268,7 +278,7 @@ impl Ledger {
             }
             facts.push(Fact::Account(a.clone()));
             books.accounts.insert(a.id.clone(), a.clone());
-            rx = self.log(&mut books, facts, true)?;
+            rx = self.log(&mut books, facts, Wait::Synced)?;
             account = a;
         }
         Self::acked(rx).await?;
@@ -302,7 +312,7 @@ impl Ledger {
             Books::post(a, LedgerKind::TopUp, amount, note, now, None, &mut facts);
             facts.push(balance_fact(a));
             let a = a.clone();
-            (self.log(&mut books, facts, true)?, a)
+            (self.log(&mut books, facts, Wait::Synced)?, a)
         };
         Self::acked(rx).await?;
         Ok(Some(account))
@@ -348,7 +358,7 @@ impl Ledger {
                     reserved: 0,
                 },
             );
-            self.log(&mut books, vec![Fact::Token(token.clone())], true)?
+            self.log(&mut books, vec![Fact::Token(token.clone())], Wait::Synced)?
         };
         Self::acked(rx).await?;
         Ok(Some((token, key)))
@@ -398,7 +408,10 @@ impl Ledger {
             if status == TokenStatus::Deleted {
                 books.by_key.remove(&meta.key_hash);
             }
-            (self.log(&mut books, vec![Fact::Token(meta)], true)?, token)
+            (
+                self.log(&mut books, vec![Fact::Token(meta)], Wait::Synced)?,
+                token,
+            )
         };
         Self::acked(rx).await?;
         Ok(Some(token))
@@ -471,7 +484,15 @@ impl Ledger {
             }
             facts.push(Fact::HoldOpened(res.clone()));
             books.holds.insert(res.id.clone(), res.clone());
-            (self.log(&mut books, facts, wait)?, res)
+            // A video hold backs a task for hours: it must survive a power
+            // cut too. A text hold is not waited for at all — losing one in a
+            // crash only drops a hold on money that was never charged.
+            let how = match (wait, kind) {
+                (false, _) => Wait::No,
+                (true, ReservationKind::Video) => Wait::Synced,
+                (true, ReservationKind::Text) => Wait::Written,
+            };
+            (self.log(&mut books, facts, how)?, res)
         };
         Self::acked(rx).await?;
         Ok(Ok(res))
@@ -504,7 +525,9 @@ impl Ledger {
         let mut books = self.lock();
         let mut facts = Vec::new();
         let mut out = Settlement::default();
+        let mut sync = false;
         if let Some(res) = books.holds.remove(hold_id) {
+            sync = res.kind == ReservationKind::Video;
             let cost = cost.max(0);
             if let Some(a) = books.accounts.get_mut(&res.account_id) {
                 if cost <= res.amount {
@@ -576,7 +599,7 @@ impl Ledger {
         }
         let seq = books.next_seq;
         books.next_seq += 1;
-        self.wal.append(seq, facts, ack)?;
+        self.wal.append(seq, facts, ack, sync)?;
         Ok(out)
     }
 

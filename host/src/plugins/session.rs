@@ -82,7 +82,11 @@ impl From<GuestFailure> for ApiError {
         // Operators get the plugin's name in the log; clients get what happened.
         tracing::warn!(request_id = %crate::error::current_request_id(), "guest failure: {g}");
         match g {
-            GuestFailure::Capacity(_) => ApiError::NoChannel("(all adapter instances busy)".into()),
+            GuestFailure::Capacity(n) => ApiError::Upstream {
+                status: 503,
+                code: "adapter_capacity".into(),
+                message: format!("all {n} adapter instances are busy; retry shortly"),
+            },
             GuestFailure::Deadline { budget_ms, .. } => {
                 ApiError::Adapter(format!("it exceeded its CPU deadline of {budget_ms} ms"))
             }

@@ -7,7 +7,6 @@ use super::stream;
 use super::upstream::{self, SendError};
 use crate::auth::Caller;
 use crate::billing::hold::Hold;
-use crate::billing::ledger::ReserveRefusal;
 use crate::billing::text as pricing;
 use crate::config::{ChannelConfig, ModelConfig};
 use crate::error::ApiError;
@@ -88,7 +87,7 @@ impl CallRecord {
         let row = self.usage_row(usage, status, error);
         let now = self.state.clock.now_secs();
         if let Err(e) = hold.settle(cost, Some(row), now).await {
-            tracing::error!(request_id = %self.caller.info.id, "settling failed: {e}; the hold is refunded at next start");
+            tracing::error!(request_id = %self.caller.info.id, "settling failed: {e}");
         }
     }
 }
@@ -122,17 +121,7 @@ async fn reserve(
         .map_err(ApiError::internal)?;
     match outcome {
         Ok(res) => Ok(Hold::new(state.ledger.clone(), res.id, amount, now)),
-        Err(ReserveRefusal::Insufficient { balance }) => Err(ApiError::InsufficientQuota {
-            required: amount,
-            required_cny: cur.format_cny(amount),
-            balance,
-            balance_cny: cur.format_cny(balance),
-        }),
-        Err(ReserveRefusal::TokenQuota { limit, used }) => Err(ApiError::TokenQuotaExhausted {
-            limit_cny: cur.format_cny(limit),
-            used_cny: cur.format_cny(used),
-        }),
-        Err(ReserveRefusal::NoAccount) => Err(ApiError::InvalidToken),
+        Err(refusal) => Err(crate::billing::refusal_error(refusal, amount, cur)),
     }
 }
 

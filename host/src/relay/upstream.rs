@@ -56,10 +56,21 @@ pub async fn send(
     }
 }
 
-/// A reqwest error with its causes, in one line. Credentials travel in
-/// headers, never in URLs, so the URL it names is safe to show.
+/// A reqwest error for clients: what went wrong, not where (the upstream's
+/// URL names internal hosts); the full error goes to the log.
 pub fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
+    tracing::debug!("upstream transport error: {e:?}");
+    if e.is_timeout() {
+        return "the upstream did not answer in time".into();
+    }
+    if e.is_connect() {
+        return "the upstream refused or dropped the connection".into();
+    }
+    let mut text = String::from(if e.is_body() || e.is_decode() {
+        "reading the upstream's answer failed"
+    } else {
+        "the upstream request failed"
+    });
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
         text.push_str(": ");

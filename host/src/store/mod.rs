@@ -8,12 +8,9 @@
 //! several nodes) can replace this one behind the same methods.
 //!
 //! Writes go through one writer thread that commits whatever has queued up in
-//! a single transaction (group commit): under load one fsync covers many
-//! calls, and nothing is acknowledged before its commit returns. A write may
-//! ask for durability (`Immediate`, fsync) or not (`None`, visible at once,
-//! made durable by the next durable commit): reservations for text calls use
-//! the latter, because losing one in a crash only drops a hold on money that
-//! was never charged.
+//! a single durable transaction (group commit): under load one fsync covers
+//! many writes, and nothing is acknowledged before its commit returns. Money
+//! changes reach redb through the ledger's write-ahead log (`wal`), in batches.
 
 pub mod accounts;
 pub mod records;
@@ -57,22 +54,12 @@ impl<E: Into<redb::Error>> From<E> for StoreError {
     }
 }
 
-/// Whether a write must be on disk before it is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// fsync before acknowledging (money settled, tasks, events).
-    Durable,
-    /// Visible at once; on disk with the next durable commit.
-    Lazy,
-}
-
 type Completer = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// Runs a write inside the batch transaction (or, given `None`, reports that
 /// no transaction could be opened) and returns how to acknowledge it.
 type JobFn = Box<dyn FnOnce(Option<&WriteTransaction>) -> (Completer, bool) + Send>;
 
 struct Job {
-    durability: Durability,
     run: JobFn,
 }
 
@@ -126,13 +113,13 @@ impl Store {
     /// result once that transaction has committed. If `f` fails the whole
     /// batch is rolled back, so `f` must report business outcomes (such as
     /// "not enough balance") inside `R` and keep `Err` for storage failures.
-    pub async fn write<R, F>(&self, durability: Durability, f: F) -> Result<R, StoreError>
+    pub async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        self.submit(durability, f, move |r| {
+        self.submit(f, move |r| {
             let _ = tx.send(r);
         })?;
         rx.await.map_err(|_| StoreError::WriterGone)?
@@ -140,19 +127,19 @@ impl Store {
 
     /// Blocking twin of [`Store::write`] for start-up code and threads
     /// outside the async runtime.
-    pub fn write_blocking<R, F>(&self, durability: Durability, f: F) -> Result<R, StoreError>
+    pub fn write_blocking<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::channel();
-        self.submit(durability, f, move |r| {
+        self.submit(f, move |r| {
             let _ = tx.send(r);
         })?;
         rx.recv().map_err(|_| StoreError::WriterGone)?
     }
 
-    fn submit<R, F, D>(&self, durability: Durability, f: F, deliver: D) -> Result<(), StoreError>
+    fn submit<R, F, D>(&self, f: F, deliver: D) -> Result<(), StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&WriteTransaction) -> Result<R, StoreError> + Send + 'static,
@@ -170,7 +157,7 @@ impl Store {
             (completer, failed)
         });
         self.jobs
-            .send(Job { durability, run })
+            .send(Job { run })
             .map_err(|_| StoreError::WriterGone)
     }
 }
@@ -189,8 +176,7 @@ fn writer_loop(db: Arc<Database>, rx: mpsc::Receiver<Job>) {
 }
 
 fn run_batch(db: &Database, batch: Vec<Job>) {
-    let durable = batch.iter().any(|j| j.durability == Durability::Durable);
-    let mut txn = match db.begin_write() {
+    let txn = match db.begin_write() {
         Ok(t) => t,
         Err(e) => {
             let err = StoreError::from(e);
@@ -202,14 +188,6 @@ fn run_batch(db: &Database, batch: Vec<Job>) {
             return;
         }
     };
-    let level = if durable {
-        redb::Durability::Immediate
-    } else {
-        redb::Durability::None
-    };
-    if let Err(e) = txn.set_durability(level) {
-        tracing::warn!("store: cannot set durability: {e}");
-    }
     let mut completers = Vec::with_capacity(batch.len());
     let mut failed = false;
     for job in batch {

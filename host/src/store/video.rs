@@ -4,7 +4,7 @@
 //! same transaction (the outbox), so a crash can never leave one without the
 //! other.
 
-use super::{decode, encode, Durability, Store, StoreError};
+use super::{decode, encode, Store, StoreError};
 use crate::billing::money::Quota;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -130,8 +130,6 @@ pub struct Quote {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub enum IdempotencyState {
-    /// The first submission is still being processed.
-    InFlight,
     /// The first submission's answer, replayed to repeats.
     Done { status: u16, body: String },
 }
@@ -267,7 +265,7 @@ impl Store {
     }
 
     pub async fn put_quote(&self, q: Quote) -> Result<(), StoreError> {
-        self.write(Durability::Durable, move |txn| {
+        self.write(move |txn| {
             txn.open_table(QUOTES)?
                 .insert(q.id.as_str(), encode(&q).as_slice())?;
             Ok(())

@@ -20,7 +20,7 @@
 //! the records it is missing; segments wholly in redb are deleted.
 
 use super::records::Fact;
-use super::{Durability, Store, StoreError, META};
+use super::{Store, StoreError, META};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -57,6 +57,9 @@ enum Msg {
     Append {
         record: Record,
         ack: Option<Ack>,
+        /// Acknowledge only after fsync, whatever the mode (money held for
+        /// hours, like a video task's, must survive a power cut too).
+        sync: bool,
     },
     /// Acknowledged once everything before it is in redb.
     Checkpoint(Ack),
@@ -76,11 +79,18 @@ pub struct WalWriter {
 impl WalWriter {
     /// Queues a record; `ack` (if any) fires once it is as durable as the
     /// configured mode promises. Records are written in the order queued.
-    pub fn append(&self, seq: u64, facts: Vec<Fact>, ack: Option<Ack>) -> Result<(), StoreError> {
+    pub fn append(
+        &self,
+        seq: u64,
+        facts: Vec<Fact>,
+        ack: Option<Ack>,
+        sync: bool,
+    ) -> Result<(), StoreError> {
         self.tx
             .send(Msg::Append {
                 record: Record { seq, facts },
                 ack,
+                sync,
             })
             .map_err(|_| StoreError::WriterGone)
     }
@@ -133,16 +143,33 @@ pub fn recover(
     for path in &files {
         let file = File::open(path)
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
-        for line in BufReader::new(file).split(b'\n') {
-            let Ok(line) = line else { break };
-            match serde_json::from_slice::<Record>(&line) {
+        let lines: Vec<Vec<u8>> = BufReader::new(file)
+            .split(b'\n')
+            .collect::<Result<_, _>>()
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+        for (i, line) in lines.iter().enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(line) {
                 Ok(r) if r.seq > applied => pending.push(r),
                 Ok(_) => {}
                 // A torn last line: the process died mid-write; that record
                 // was never acknowledged.
-                Err(_) => {
+                Err(_) if lines[i + 1..].iter().all(|l| l.is_empty()) => {
                     tracing::warn!("{}: ignoring an incomplete last record", path.display());
-                    break;
+                }
+                // Damage before the end is not a crash artefact: refuse to
+                // guess, and keep the files for a person to look at.
+                Err(e) => {
+                    return Err(StoreError::Corrupt {
+                        table: "ledger log",
+                        detail: format!(
+                            "{} line {}: {e}; the files are left untouched",
+                            path.display(),
+                            i + 1
+                        ),
+                    })
                 }
             }
         }
@@ -152,7 +179,7 @@ pub fn recover(
         pending.sort_by_key(|r| r.seq);
         last = pending.last().map(|r| r.seq).unwrap_or(applied);
         let count = pending.len();
-        store.write_blocking(Durability::Durable, move |txn| {
+        store.write_blocking(move |txn| {
             for r in &pending {
                 apply(txn, &r.facts)?;
             }
@@ -242,12 +269,15 @@ fn writer_loop(
         buf.clear();
         let mut acks = Vec::new();
         let mut forwards = Vec::new();
+        let mut must_sync = sync == WalSync::Always;
         for m in batch {
             match m {
-                Msg::Append { record, ack } => {
-                    if serde_json::to_writer(&mut buf, &record).is_ok() {
-                        buf.push(b'\n');
+                Msg::Append { record, ack, sync } => {
+                    must_sync |= sync;
+                    if let Err(e) = serde_json::to_writer(&mut buf, &record) {
+                        fatal(&format!("cannot encode a ledger record: {e}"));
                     }
+                    buf.push(b'\n');
                     segment.last_seq = segment.last_seq.max(record.seq);
                     forwards.push(CheckpointMsg::Facts(record.seq, record.facts));
                     acks.extend(ack);
@@ -257,35 +287,29 @@ fn writer_loop(
                 Msg::Checkpoint(ack) => forwards.push(CheckpointMsg::Now(ack)),
             }
         }
-        let mut result = Ok(());
         if !buf.is_empty() {
-            result = segment
-                .file
-                .write_all(&buf)
-                .map_err(|e| StoreError::Storage(format!("{}: {e}", segment.path.display())));
+            if let Err(e) = segment.file.write_all(&buf) {
+                fatal(&format!("writing {} failed: {e}", segment.path.display()));
+            }
             segment.bytes += buf.len() as u64;
             dirty = true;
-            if result.is_ok() && sync == WalSync::Always {
-                result = segment
-                    .file
-                    .sync_data()
-                    .map_err(|e| StoreError::Storage(e.to_string()));
+            if must_sync {
+                if let Err(e) = segment.file.sync_data() {
+                    fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
+                }
                 dirty = false;
                 last_sync = Instant::now();
             }
         }
-        if let Err(e) = &result {
-            tracing::error!("ledger log write failed: {e}");
-        }
         for ack in acks {
-            let _ = ack.send(result.clone());
+            let _ = ack.send(Ok(()));
         }
         for f in forwards {
             let _ = checkpointer.send(f);
         }
         if dirty && last_sync.elapsed() >= SYNC_EVERY {
             if let Err(e) = segment.file.sync_data() {
-                tracing::error!("ledger log fsync failed: {e}");
+                fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
             }
             dirty = false;
             last_sync = Instant::now();
@@ -313,6 +337,15 @@ fn writer_loop(
         }
     }
     let _ = segment.file.sync_data();
+}
+
+/// The books in memory already hold a change the log could not take: going
+/// on would let them drift from what a restart rebuilds. Stop, loudly; the
+/// restart replays the log and starts from a consistent state.
+fn fatal(why: &str) -> ! {
+    tracing::error!("ledger log: {why}; stopping the gateway to keep the books consistent");
+    eprintln!("fatal: ledger log: {why}");
+    std::process::abort()
 }
 
 fn checkpoint_loop(
@@ -347,7 +380,7 @@ fn checkpoint_loop(
             let batch = std::sync::Arc::new(std::mem::take(&mut facts));
             let seq = last_seq;
             let for_txn = batch.clone();
-            let result = store.write_blocking(Durability::Durable, move |txn| {
+            let result = store.write_blocking(move |txn| {
                 apply(txn, &for_txn)?;
                 if seq > 0 {
                     txn.open_table(META)?.insert("wal_seq", seq)?;

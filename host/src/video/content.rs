@@ -9,7 +9,6 @@ use crate::plugins::session::VideoSession;
 use crate::relay::upstream::{self, SendError};
 use crate::state::SharedState;
 use crate::store::video::{put_task, task_in, TaskStatus, VideoTask};
-use crate::store::Durability;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -63,11 +62,15 @@ pub async fn download(
     let registry = state.plugins.registry();
     let (Some(ch), Some(up)) = (
         task.channel
-            .as_ref()
-            .and_then(|n| state.config.channels.iter().find(|c| &c.name == n)),
+            .as_deref()
+            .and_then(|n| state.catalog.channel(n)),
         task.upstream_id.as_ref(),
     ) else {
-        return Err(ApiError::ArtifactUpstreamTimeout);
+        // A completed task always has both; a config that dropped the
+        // channel since is an operator problem, not the client's.
+        return Err(ApiError::internal(format!(
+            "completed task {id} has no usable channel or upstream id"
+        )));
     };
     let plugin = registry
         .video
@@ -91,6 +94,7 @@ pub async fn download(
     match status.as_u16() {
         200 | 206 => {}
         401 | 403 => return Err(ApiError::ArtifactUpstreamAuth),
+        404 | 410 => return Err(gone("the upstream no longer has the file".into())),
         408 | 504 => return Err(ApiError::ArtifactUpstreamTimeout),
         416 => {
             let range = resp.headers().get(header::CONTENT_RANGE).cloned();
@@ -113,7 +117,7 @@ pub async fn download(
     let tid = task.id.clone();
     let counted = state
         .store
-        .write(Durability::Durable, move |txn| {
+        .write(move |txn| {
             let Some(mut t) = task_in(txn, &tid)? else {
                 return Ok(Err(ApiError::NotFound(format!("no video task `{tid}`"))));
             };

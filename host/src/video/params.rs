@@ -252,6 +252,12 @@ pub fn submission(
         .filter(|s| !s.is_empty());
     let secret_prev = raw.text("webhook_secret_prev")?.filter(|s| !s.is_empty());
     let webhook = match url {
+        Some(_) if secret.is_none() && secret_prev.is_some() => {
+            return Err(invalid(
+                "invalid_request",
+                "`webhook_secret_prev` needs `webhook_secret` (the new secret) as well",
+            ))
+        }
         Some(url) => Some(WebhookTarget {
             url,
             secret,

@@ -23,7 +23,6 @@ use crate::state::{AppState, SharedState};
 use crate::store::video::{
     put_event, put_task, task_in, EventStatus, OutboxEvent, TaskError, TaskStatus, VideoTask,
 };
-use crate::store::Durability;
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,10 +58,15 @@ pub async fn run_due(state: &SharedState) -> usize {
         }
     };
     let n = due.len();
+    // Each task gets its own deadline, so one slow upstream cannot hold up
+    // the pass (and with it every other task's progress and expiry).
+    let deadline = state.config.video.content_timeout * 3 + Duration::from_secs(5);
     futures_util::stream::iter(due)
         .for_each_concurrent(16, |id| async move {
-            if let Err(e) = advance(state, &id).await {
-                tracing::error!(task = %id, "video poller: {e}");
+            match tokio::time::timeout(deadline, advance(state, &id)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(task = %id, "video poller: {e}"),
+                Err(_) => tracing::warn!(task = %id, "video poller: gave up on this pass after {deadline:?}"),
             }
         })
         .await;
@@ -99,7 +103,7 @@ async fn advance(state: &SharedState, id: &str) -> anyhow::Result<()> {
         let t = task.clone();
         state
             .store
-            .write(Durability::Durable, move |txn| put_task(txn, &t, None))
+            .write(move |txn| put_task(txn, &t, None))
             .await?;
         return Ok(());
     }
@@ -198,7 +202,7 @@ async fn advance(state: &SharedState, id: &str) -> anyhow::Result<()> {
 async fn save(state: &SharedState, t: VideoTask, next_ms: Option<i64>) -> anyhow::Result<()> {
     state
         .store
-        .write(Durability::Durable, move |txn| {
+        .write(move |txn| {
             // Never overwrite a final state written meanwhile (defensive:
             // passes are serialised, but a restart may race a manual pass).
             if let Some(cur) = task_in(txn, &t.id)? {
@@ -258,6 +262,30 @@ fn figures(t: &VideoTask, status: TaskStatus, actual: Option<u32>) -> (Quota, Qu
     (settled, t.reserved - settled)
 }
 
+/// The usage row of a finished task (the dashboard and the admin's usage
+/// log count video spending from these).
+fn usage_row(t: &VideoTask, now: i64) -> crate::store::records::UsageRecord {
+    crate::store::records::UsageRecord {
+        at: now,
+        request_id: t.id.clone(),
+        account_id: t.account_id.clone(),
+        token_id: Some(t.token_id.clone()),
+        model: t.model.clone(),
+        channel: t.channel.clone(),
+        latency_ms: (now - t.created_at).max(0) as u64 * 1000,
+        status: if t.status == TaskStatus::Completed {
+            200
+        } else {
+            0
+        },
+        error: t
+            .error
+            .as_ref()
+            .map(|e| format!("{}: {}", e.code, e.message)),
+        ..Default::default()
+    }
+}
+
 async fn finish(
     state: &SharedState,
     mut t: VideoTask,
@@ -282,7 +310,7 @@ async fn finish(
     let task = t.clone();
     let wrote = state
         .store
-        .write(Durability::Durable, move |txn| {
+        .write(move |txn| {
             if let Some(cur) = task_in(txn, &task.id)? {
                 if cur.status.is_final() {
                     return Ok(false);
@@ -296,13 +324,37 @@ async fn finish(
         })
         .await?;
     if wrote {
-        state.ledger.settle(&hold, settled, None, now).await?;
+        state
+            .ledger
+            .settle(&hold, settled, Some(usage_row(&t, now)), now)
+            .await?;
         tracing::info!(task = %t.id, status = status.as_str(), settled, refunded, "video task finished");
         if t.webhook.is_some() {
             state.webhooks.wake.notify_one();
         }
     }
     Ok(())
+}
+
+/// Largest task-API answer read from a video upstream.
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// Reads a task-API answer within the content timeout and size cap: a vendor
+/// that sends headers and then stalls must not stall the poller.
+async fn read_answer(state: &SharedState, resp: reqwest::Response) -> Result<bytes::Bytes, String> {
+    let limit = state.config.video.content_timeout;
+    match tokio::time::timeout(
+        limit,
+        crate::relay::text::read_capped(resp, MAX_ANSWER_BYTES),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "the answer did not arrive within {} s",
+            limit.as_secs()
+        )),
+    }
 }
 
 async fn submit_upstream(state: &SharedState, task: &VideoTask) -> Step {
@@ -357,8 +409,8 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
     let registry = state.plugins.registry();
     let Some(ch) = task
         .channel
-        .as_ref()
-        .and_then(|name| state.config.channels.iter().find(|c| &c.name == name))
+        .as_deref()
+        .and_then(|name| state.catalog.channel(name))
     else {
         return Step::Trouble("the channel that took the task is no longer configured".into());
     };
@@ -377,7 +429,7 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
         .await
         .map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| upstream::describe(&e))?;
+        let body = read_answer(state, resp).await?;
         s.parse_poll(status, &body).await.map_err(|e| e.to_string())
     }
     .await;
@@ -404,7 +456,10 @@ pub async fn reconcile(state: &SharedState) -> anyhow::Result<usize> {
                 fixed += 1;
             }
             Some(t) if t.status.is_final() => {
-                state.ledger.settle(&hold.id, t.settled, None, now).await?;
+                state
+                    .ledger
+                    .settle(&hold.id, t.settled, Some(usage_row(&t, now)), now)
+                    .await?;
                 fixed += 1;
             }
             Some(_) => {}

@@ -6,9 +6,12 @@ use serde_json::{json, Value};
 
 /// The `billing` object: CNY figures and the same in quota units.
 pub fn billing(t: &VideoTask, cur: &Currency) -> Value {
+    // Billed seconds: what the hold covers while the task runs, what was
+    // charged once it completed, nothing for any other ending.
     let billed_seconds = match t.status {
         TaskStatus::Completed => t.actual_seconds.unwrap_or(t.seconds),
-        _ => t.seconds,
+        TaskStatus::Queued | TaskStatus::InProgress => t.seconds,
+        TaskStatus::Failed | TaskStatus::Rejected | TaskStatus::Expired => 0,
     };
     json!({
         "currency": "CNY",

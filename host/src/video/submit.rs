@@ -9,7 +9,6 @@
 use super::params::{self, RawFields, Submission};
 use super::render;
 use crate::auth::Caller;
-use crate::billing::ledger::ReserveRefusal;
 use crate::config::VideoModelConfig;
 use crate::error::ApiError;
 use crate::state::SharedState;
@@ -18,7 +17,7 @@ use crate::store::video::{
     put_task, IdempotencyRecord, IdempotencyState, Quote, TaskStatus, VideoTask, IDEMPOTENCY,
     QUOTES,
 };
-use crate::store::{decode, encode, Durability};
+use crate::store::{decode, encode};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -227,31 +226,52 @@ fn check_caps(state: &SharedState, account: &str, price: i64, now: i64) -> Resul
     Ok(())
 }
 
-/// `POST /v1/videos`, after parsing: idempotency, quote, caps, hold, task.
-pub async fn submit(
+/// The first answer to an Idempotency-Key, if this is a repeat within the
+/// window; 409 if the key was used with another body.
+fn replay(
     state: &SharedState,
-    caller: &Caller,
-    raw: &RawFields,
+    account: &str,
+    key: &str,
+    fingerprint: &str,
+    now: i64,
+) -> Result<Option<Answer>, ApiError> {
+    let txn = state.store.read().map_err(ApiError::internal)?;
+    let table = txn.open_table(IDEMPOTENCY).map_err(ApiError::internal)?;
+    let Some(v) = table.get((account, key)).map_err(ApiError::internal)? else {
+        return Ok(None);
+    };
+    let rec: IdempotencyRecord =
+        decode("video_idempotency", v.value()).map_err(ApiError::internal)?;
+    if now - rec.created_at >= state.config.video.idempotency_window_secs {
+        return Ok(None);
+    }
+    if rec.fingerprint != fingerprint {
+        return Err(ApiError::IdempotencyKeyReuse);
+    }
+    let IdempotencyState::Done { status, body } = rec.state;
+    Ok(Some(Answer {
+        status,
+        body,
+        replayed: true,
+    }))
+}
+
+/// `POST /v1/videos`, after parsing: idempotency, quote, caps, hold, task.
+/// Takes its arguments by value: the handler runs it as its own task, so a
+/// client that disconnects cannot cancel it halfway (between the hold and the
+/// task record).
+pub async fn submit(
+    state: SharedState,
+    caller: Caller,
+    raw: RawFields,
     header_webhook: (Option<String>, Option<String>),
     idempotency_key: Option<String>,
 ) -> Result<Answer, ApiError> {
-    let model = video_model(state, &params::model_of(raw)?)?;
+    let state = &state;
+    let caller = &caller;
+    let model = video_model(state, &params::model_of(&raw)?)?;
     caller.check_model(&model.name)?;
-    let sub = params::submission(raw, &model, header_webhook)?;
-    if let Some(w) = &sub.webhook {
-        crate::webhooks::guard::check_url_syntax(&w.url, &state.config.webhooks).map_err(|m| {
-            ApiError::VideoValidation {
-                code: "invalid_request",
-                message: m,
-            }
-        })?;
-        crate::webhooks::guard::check_target(&w.url, &state.config.webhooks)
-            .await
-            .map_err(|m| ApiError::VideoValidation {
-                code: "invalid_request",
-                message: m,
-            })?;
-    }
+    let sub = params::submission(&raw, &model, header_webhook)?;
     if let Some(k) = &idempotency_key {
         if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY {
             return Err(ApiError::InvalidRequest(format!(
@@ -261,31 +281,38 @@ pub async fn submit(
     }
     let fingerprint = sub.fingerprint();
     let account = caller.token.account_id.clone();
+    // A repeat is answered before anything that could have changed since
+    // (a channel going down, a webhook host's DNS) gets a say.
+    if let Some(key) = &idempotency_key {
+        if let Some(answer) = replay(state, &account, key, &fingerprint, state.clock.now_secs())? {
+            return Ok(answer);
+        }
+    }
+    // Refuse now rather than hold money for a task nobody can generate.
+    let registry = state.plugins.registry();
+    let servable = state
+        .catalog
+        .channels(model.concrete())
+        .iter()
+        .any(|c| registry.video.contains_key(&c.adapter));
+    if !servable {
+        return Err(ApiError::NoChannel(model.name.clone()));
+    }
+    if let Some(w) = &sub.webhook {
+        crate::webhooks::guard::check_target(&w.url, &state.config.webhooks)
+            .await
+            .map_err(|m| ApiError::VideoValidation {
+                code: "invalid_request",
+                message: m,
+            })?;
+    }
 
-    let _serial = state.video.submit_lock.lock().await;
+    let lock = state.video.account_lock(&account);
+    let _serial = lock.lock().await;
     let now = state.clock.now_secs();
     if let Some(key) = &idempotency_key {
-        let txn = state.store.read().map_err(ApiError::internal)?;
-        let table = txn.open_table(IDEMPOTENCY).map_err(ApiError::internal)?;
-        let found = table
-            .get((account.as_str(), key.as_str()))
-            .map_err(ApiError::internal)?;
-        if let Some(v) = found {
-            let rec: IdempotencyRecord =
-                decode("video_idempotency", v.value()).map_err(ApiError::internal)?;
-            let fresh = now - rec.created_at < state.config.video.idempotency_window_secs;
-            if fresh {
-                if rec.fingerprint != fingerprint {
-                    return Err(ApiError::IdempotencyKeyReuse);
-                }
-                if let IdempotencyState::Done { status, body } = rec.state {
-                    return Ok(Answer {
-                        status,
-                        body,
-                        replayed: true,
-                    });
-                }
-            }
+        if let Some(answer) = replay(state, &account, key, &fingerprint, now)? {
+            return Ok(answer);
         }
     }
 
@@ -317,21 +344,7 @@ pub async fn submit(
         .map_err(ApiError::internal)?
     {
         Ok(h) => h,
-        Err(ReserveRefusal::Insufficient { balance }) => {
-            return Err(ApiError::InsufficientQuota {
-                required: price,
-                required_cny: cur.format_cny(price),
-                balance,
-                balance_cny: cur.format_cny(balance),
-            })
-        }
-        Err(ReserveRefusal::TokenQuota { limit, used }) => {
-            return Err(ApiError::TokenQuotaExhausted {
-                limit_cny: cur.format_cny(limit),
-                used_cny: cur.format_cny(used),
-            })
-        }
-        Err(ReserveRefusal::NoAccount) => return Err(ApiError::InvalidToken),
+        Err(refusal) => return Err(crate::billing::refusal_error(refusal, price, &cur)),
     };
     let task = VideoTask {
         id: task_id,
@@ -371,7 +384,7 @@ pub async fn submit(
     let due_ms = state.clock.now_ms();
     let written = state
         .store
-        .write(Durability::Durable, move |txn| {
+        .write(move |txn| {
             put_task(txn, &task, Some(due_ms))?;
             if let Some(mut q) = quote {
                 q.used_by = Some(task.id.clone());

@@ -38,6 +38,8 @@ fn is_internal(ip: &IpAddr) -> bool {
                 || v4.is_broadcast()
                 || v4.is_multicast()
                 || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10
+                || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15 (benchmarking)
+                || o[0] >= 240 // 240.0.0.0/4 (reserved)
                 || o[0] == 0
         }
         IpAddr::V6(v6) => {
@@ -45,6 +47,36 @@ fn is_internal(ip: &IpAddr) -> bool {
                 return is_internal(&IpAddr::V4(v4));
             }
             let seg = v6.segments();
+            // Forms that embed an IPv4 address a gateway may route to:
+            // NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible ::a.b.c.d.
+            let embedded = if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
+                Some(Ipv4Addr::new(
+                    (seg[6] >> 8) as u8,
+                    seg[6] as u8,
+                    (seg[7] >> 8) as u8,
+                    seg[7] as u8,
+                ))
+            } else if seg[0] == 0x2002 {
+                Some(Ipv4Addr::new(
+                    (seg[1] >> 8) as u8,
+                    seg[1] as u8,
+                    (seg[2] >> 8) as u8,
+                    seg[2] as u8,
+                ))
+            } else if seg[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
+                Some(Ipv4Addr::new(
+                    (seg[6] >> 8) as u8,
+                    seg[6] as u8,
+                    (seg[7] >> 8) as u8,
+                    seg[7] as u8,
+                ))
+            } else {
+                None
+            };
+            if let Some(v4) = embedded {
+                let v4 = IpAddr::V4(v4);
+                return is_internal(&v4) || is_metadata(&v4);
+            }
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()

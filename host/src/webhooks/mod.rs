@@ -15,8 +15,8 @@ pub mod guard;
 pub mod signer;
 
 use crate::state::SharedState;
+use crate::store::decode;
 use crate::store::video::{put_event, EventStatus, OutboxEvent, OUTBOX};
-use crate::store::{decode, Durability};
 use redb::ReadableTable;
 use serde_json::json;
 use std::collections::HashSet;
@@ -144,6 +144,8 @@ async fn post(
     // Connect to exactly the address just checked, follow no redirects.
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy would connect on its own, around the address check.
+        .no_proxy()
         .timeout(cfg.timeout)
         .resolve(&host, addr)
         .build()
@@ -182,7 +184,7 @@ async fn post(
 }
 
 async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
-    let Some(mut ev) = state.store.event(id)? else {
+    let Some(ev) = state.store.event(id)? else {
         return Ok(());
     };
     let now = state.clock.now_secs();
@@ -190,29 +192,44 @@ async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     let attempt = ev.attempts + 1;
+    let before = (ev.state, ev.next_attempt_at);
     let outcome = post(state, &ev, now, attempt).await;
-    ev.attempts = attempt;
-    let schedule = &state.config.webhooks.retry_schedule_secs;
-    match outcome {
-        Ok(()) => {
-            ev.state = EventStatus::Delivered;
-            ev.delivered_at = Some(now);
-            ev.last_error = None;
-        }
-        Err(why) => {
-            ev.last_error = Some(why.clone());
-            match schedule.get(attempt as usize - 1) {
-                Some(delay) => ev.next_attempt_at = now + delay,
-                None => {
-                    ev.state = EventStatus::Dead;
-                    tracing::warn!(event = %ev.event_id, attempts = attempt, "webhook event is dead: {why}");
-                }
-            }
-        }
-    }
+    let schedule = state.config.webhooks.retry_schedule_secs.clone();
+    let id = ev.event_id.clone();
     state
         .store
-        .write(Durability::Durable, move |txn| put_event(txn, &ev))
+        .write(move |txn| {
+            // Re-read: an operator may have re-sent the event while this
+            // delivery was under way; that request must not be lost.
+            let current = {
+                let t = txn.open_table(OUTBOX)?;
+                let v = t.get(id.as_str())?;
+                v.map(|v| decode::<OutboxEvent>("webhook_outbox", v.value())).transpose()?
+            };
+            let Some(mut ev) = current else { return Ok(()) };
+            let resent = (ev.state, ev.next_attempt_at) != before;
+            ev.attempts = ev.attempts.max(attempt);
+            match outcome {
+                Ok(()) => {
+                    ev.state = EventStatus::Delivered;
+                    ev.delivered_at = Some(now);
+                    ev.last_error = None;
+                }
+                Err(why) => {
+                    ev.last_error = Some(why.clone());
+                    if !resent {
+                        match schedule.get(attempt as usize - 1) {
+                            Some(delay) => ev.next_attempt_at = now + delay,
+                            None => {
+                                ev.state = EventStatus::Dead;
+                                tracing::warn!(event = %ev.event_id, attempts = attempt, "webhook event is dead: {why}");
+                            }
+                        }
+                    }
+                }
+            }
+            put_event(txn, &ev)
+        })
         .await?;
     Ok(())
 }
@@ -224,7 +241,7 @@ pub async fn resend(state: &SharedState, id: &str) -> anyhow::Result<Option<Outb
     let id = id.to_string();
     let ev = state
         .store
-        .write(Durability::Durable, move |txn| {
+        .write(move |txn| {
             let found = {
                 let t = txn.open_table(OUTBOX)?;
                 let v = t.get(id.as_str())?;
