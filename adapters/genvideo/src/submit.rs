@@ -20,10 +20,19 @@ pub fn build_submit(req: &VideoRequest) -> Result<UpstreamRequest, PluginError> 
     Ok(UpstreamRequest {
         method: "POST".to_owned(),
         path: TASKS_PATH.to_owned(),
-        headers: vec![Header {
-            name: "content-type".to_owned(),
-            value: "application/json".to_owned(),
-        }],
+        headers: vec![
+            Header {
+                name: "content-type".to_owned(),
+                value: "application/json".to_owned(),
+            },
+            // The gateway's task id: if the gateway dies after the vendor
+            // accepted the task but before it recorded that, its resubmission
+            // is recognised instead of paid for twice.
+            Header {
+                name: "idempotency-key".to_owned(),
+                value: req.request_id.clone(),
+            },
+        ],
         body: to_bytes(&body),
         state: String::new(),
     })
@@ -81,9 +90,16 @@ pub(crate) mod tests {
             (sent.method.as_str(), sent.path.as_str()),
             ("POST", "/video/tasks")
         );
-        assert_eq!(sent.headers.len(), 1);
+        assert_eq!(sent.headers.len(), 2);
         assert_eq!(sent.headers[0].name, "content-type");
         assert_eq!(sent.headers[0].value, "application/json");
+        assert_eq!(
+            (
+                sent.headers[1].name.as_str(),
+                sent.headers[1].value.as_str()
+            ),
+            ("idempotency-key", "req-1")
+        );
         assert_eq!(sent.state, "");
         let body: Value = serde_json::from_slice(&sent.body).unwrap();
         assert_eq!(

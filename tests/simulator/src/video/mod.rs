@@ -93,7 +93,11 @@ impl VideoState {
     }
 }
 
-pub async fn submit(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+pub async fn submit(
+    State(state): State<Arc<SimState>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
     let submission = match Submission::parse(&body) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
@@ -102,7 +106,8 @@ pub async fn submit(State(state): State<Arc<SimState>>, body: Bytes) -> Response
         return VendorError::internal("The task could not be created; please try again.")
             .into_response();
     }
-    let id = state.video.tasks.create(&submission, Instant::now());
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+    let id = state.video.tasks.create(&submission, key, Instant::now());
     Json(json!({ "task_id": id, "status": "pending" })).into_response()
 }
 

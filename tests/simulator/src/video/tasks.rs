@@ -135,18 +135,33 @@ pub struct TaskStore {
 struct Inner {
     tasks: BTreeMap<u64, Task>,
     created: u64,
+    /// Idempotency-Key → task number, so a client's resubmission finds the
+    /// task it already created (as real vendors that honour the header do).
+    by_key: std::collections::HashMap<String, u64>,
 }
 
 impl TaskStore {
-    /// Stores a new task and returns its id (`vt_1`, `vt_2`, ...).
-    pub fn create(&self, s: &Submission, now: Instant) -> String {
+    /// Stores a new task and returns its id (`vt_1`, `vt_2`, ...); with an
+    /// idempotency key seen before, returns that task's id instead.
+    pub fn create(&self, s: &Submission, key: Option<&str>, now: Instant) -> String {
         let mut inner = lock(&self.inner);
+        if let Some(n) = key.and_then(|k| inner.by_key.get(k).copied()) {
+            if inner.tasks.contains_key(&n) {
+                return format!("{ID_PREFIX}{n}");
+            }
+        }
         inner.created += 1;
         let n = inner.created;
         if inner.tasks.len() >= MAX_TASKS {
             inner.tasks.pop_first();
         }
         inner.tasks.insert(n, Task::new(s, now));
+        if let Some(k) = key {
+            if inner.by_key.len() >= MAX_TASKS {
+                inner.by_key.clear();
+            }
+            inner.by_key.insert(k.to_string(), n);
+        }
         format!("{ID_PREFIX}{n}")
     }
 
@@ -207,7 +222,7 @@ mod tests {
     fn polls_advance_one_step_each() {
         let store = TaskStore::default();
         let now = Instant::now();
-        let id = store.create(&submission(Outcome::Succeed), now);
+        let id = store.create(&submission(Outcome::Succeed), None, now);
         assert_eq!(id, "vt_1");
         let speed = VideoSpeed::Polls(3);
         assert_eq!(
@@ -223,7 +238,7 @@ mod tests {
                 Status::Succeeded,
             ]
         );
-        let id = store.create(&submission(Outcome::Succeed), now);
+        let id = store.create(&submission(Outcome::Succeed), None, now);
         assert_eq!(id, "vt_2");
         assert_eq!(
             polls(&store, &id, &VideoSpeed::Polls(0), 1),
@@ -237,7 +252,7 @@ mod tests {
         let store = TaskStore::default();
         let now = Instant::now();
         for speed in [VideoSpeed::Polls(3), VideoSpeed::Millis(60_000)] {
-            let id = store.create(&submission(Outcome::Reject), now);
+            let id = store.create(&submission(Outcome::Reject), None, now);
             let got = polls(&store, &id, &speed, 2);
             assert!(matches!(
                 got[0],
@@ -247,7 +262,7 @@ mod tests {
                 }
             ));
             assert_eq!(got[0], got[1]);
-            let id = store.create(&submission(Outcome::Fail), now);
+            let id = store.create(&submission(Outcome::Fail), None, now);
             let got = polls(&store, &id, &speed, 1);
             assert!(matches!(
                 got[0],
@@ -256,7 +271,7 @@ mod tests {
                     ..
                 }
             ));
-            let id = store.create(&submission(Outcome::Never), now);
+            let id = store.create(&submission(Outcome::Never), None, now);
             let got = polls(&store, &id, &speed, 10);
             assert!(got.iter().all(|s| *s == Status::Running { progress: 50 }));
         }
@@ -277,11 +292,23 @@ mod tests {
     fn unknown_and_malformed_ids_are_not_found() {
         let store = TaskStore::default();
         let now = Instant::now();
-        store.create(&submission(Outcome::Succeed), now);
+        store.create(&submission(Outcome::Succeed), None, now);
         let speed = VideoSpeed::default();
         for id in ["vt_2", "vt_", "vt_+1", "1", "VT_1", "vt_1/x"] {
             assert!(store.poll(id, &speed, now).is_none(), "{id}");
         }
         assert!(store.poll("vt_1", &speed, now).is_some());
+    }
+
+    #[test]
+    fn an_idempotency_key_finds_the_task_it_created() {
+        let store = TaskStore::default();
+        let now = Instant::now();
+        let a = store.create(&submission(Outcome::Succeed), Some("task_1"), now);
+        let b = store.create(&submission(Outcome::Succeed), Some("task_1"), now);
+        let c = store.create(&submission(Outcome::Succeed), Some("task_2"), now);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(store.created(), 2);
     }
 }
