@@ -6,20 +6,6 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// gpt-4o-mini in the test config: 1 / 4 / 0.25 CNY per 1M tokens
-/// (input / output / cached input) = 500_000 / 2_000_000 / 125_000 quota.
-fn expected_cost(usage: &Value) -> i64 {
-    let per_million = |tokens: i64, price: i64| (tokens * price + 999_999) / 1_000_000;
-    let prompt = usage["prompt_tokens"].as_i64().unwrap();
-    let cached = usage["prompt_tokens_details"]["cached_tokens"]
-        .as_i64()
-        .unwrap();
-    let output = usage["completion_tokens"].as_i64().unwrap();
-    per_million(prompt - cached, 500_000)
-        + per_million(cached, 125_000)
-        + per_million(output, 2_000_000)
-}
-
 /// Waits (bounded) until the call's usage row is written, and returns it.
 pub async fn usage_row(env: &Env, request_id: &str) -> Value {
     for _ in 0..300 {

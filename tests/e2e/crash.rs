@@ -7,18 +7,6 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn expected_cost(usage: &Value) -> i64 {
-    let per_million = |tokens: i64, price: i64| (tokens * price + 999_999) / 1_000_000;
-    let prompt = usage["prompt_tokens"].as_i64().unwrap();
-    let cached = usage["prompt_tokens_details"]["cached_tokens"]
-        .as_i64()
-        .unwrap();
-    let output = usage["completion_tokens"].as_i64().unwrap();
-    per_million(prompt - cached, 500_000)
-        + per_million(cached, 125_000)
-        + per_million(output, 2_000_000)
-}
-
 async fn admin(
     http: &reqwest::Client,
     base: &str,

@@ -447,6 +447,21 @@ key = "{ADMIN_KEY}"
     }
 }
 
+/// What a gpt-4o-mini call with this usage costs in the test config:
+/// 1 / 4 / 0.25 CNY per 1M tokens (input / output / cached input)
+/// = 500_000 / 2_000_000 / 125_000 quota, each part rounded up.
+pub fn expected_cost(usage: &Value) -> i64 {
+    let per_million = |tokens: i64, price: i64| (tokens * price + 999_999) / 1_000_000;
+    let prompt = usage["prompt_tokens"].as_i64().unwrap();
+    let cached = usage["prompt_tokens_details"]["cached_tokens"]
+        .as_i64()
+        .unwrap();
+    let output = usage["completion_tokens"].as_i64().unwrap();
+    per_million(prompt - cached, 500_000)
+        + per_million(cached, 125_000)
+        + per_million(output, 2_000_000)
+}
+
 /// A chat body with one user message.
 pub fn user(model: &str, text: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": text}]})
