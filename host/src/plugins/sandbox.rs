@@ -177,9 +177,6 @@ impl Sandbox {
         // uses resident too, for the same reason.
         pool.async_stack_keep_resident(128 * 1024);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        // Filling a component's small tables at instantiation is cheaper
-        // than faulting them in lazily on first call.
-        cfg.table_lazy_init(false);
         cfg.max_wasm_stack(256 * 1024);
         cfg.async_stack_size(512 * 1024);
         let engine = Engine::new(&cfg)?;

@@ -66,6 +66,8 @@ enum Msg {
 }
 
 enum CheckpointMsg {
+    /// One writer batch: the records' facts in order, and the last sequence
+    /// number among them (one message per batch, so one wake-up).
     Facts(u64, Vec<Fact>),
     Now(Ack),
 }
@@ -253,8 +255,7 @@ fn writer_loop(
     applied: mpsc::Receiver<u64>,
 ) {
     let mut closed: Vec<(PathBuf, u64)> = Vec::new();
-    let mut dirty = false;
-    let mut last_sync = Instant::now();
+    let syncer = Syncer::start(&segment);
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         let first = match rx.recv_timeout(SYNC_EVERY) {
@@ -269,6 +270,8 @@ fn writer_loop(
         buf.clear();
         let mut acks = Vec::new();
         let mut forwards = Vec::new();
+        let mut batch_facts: Vec<Fact> = Vec::new();
+        let mut batch_seq = 0u64;
         let mut must_sync = sync == WalSync::Always;
         for m in batch {
             match m {
@@ -279,26 +282,37 @@ fn writer_loop(
                     }
                     buf.push(b'\n');
                     segment.last_seq = segment.last_seq.max(record.seq);
-                    forwards.push(CheckpointMsg::Facts(record.seq, record.facts));
+                    batch_seq = batch_seq.max(record.seq);
+                    batch_facts.extend(record.facts);
                     acks.extend(ack);
                 }
                 // Queued behind the appends before it, so the checkpointer
                 // sees those first.
-                Msg::Checkpoint(ack) => forwards.push(CheckpointMsg::Now(ack)),
+                Msg::Checkpoint(ack) => {
+                    if !batch_facts.is_empty() {
+                        forwards.push(CheckpointMsg::Facts(
+                            batch_seq,
+                            std::mem::take(&mut batch_facts),
+                        ));
+                    }
+                    forwards.push(CheckpointMsg::Now(ack));
+                }
             }
+        }
+        if !batch_facts.is_empty() {
+            forwards.push(CheckpointMsg::Facts(batch_seq, batch_facts));
         }
         if !buf.is_empty() {
             if let Err(e) = segment.file.write_all(&buf) {
                 fatal(&format!("writing {} failed: {e}", segment.path.display()));
             }
             segment.bytes += buf.len() as u64;
-            dirty = true;
             if must_sync {
                 if let Err(e) = segment.file.sync_data() {
                     fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
                 }
-                dirty = false;
-                last_sync = Instant::now();
+            } else {
+                syncer.mark_dirty();
             }
         }
         for ack in acks {
@@ -307,17 +321,13 @@ fn writer_loop(
         for f in forwards {
             let _ = checkpointer.send(f);
         }
-        if dirty && last_sync.elapsed() >= SYNC_EVERY {
+        if segment.bytes >= SEGMENT_BYTES {
             if let Err(e) = segment.file.sync_data() {
                 fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
             }
-            dirty = false;
-            last_sync = Instant::now();
-        }
-        if segment.bytes >= SEGMENT_BYTES {
-            let _ = segment.file.sync_data();
             match Segment::create(&dir, segment.last_seq + 1) {
                 Ok(next) => {
+                    syncer.follow(&next);
                     let old = std::mem::replace(&mut segment, next);
                     closed.push((old.path, old.last_seq));
                 }
@@ -336,7 +346,69 @@ fn writer_loop(
             });
         }
     }
+    syncer.stop();
     let _ = segment.file.sync_data();
+}
+
+/// Fsyncs the current segment every `SYNC_EVERY` when it has unsynced
+/// writes, on its own thread: the writer acknowledges after `write(2)` and
+/// must never sit in an fsync while calls wait for their acknowledgement.
+struct Syncer {
+    shared: std::sync::Arc<SyncShared>,
+}
+
+struct SyncShared {
+    file: std::sync::Mutex<Option<File>>,
+    dirty: std::sync::atomic::AtomicBool,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+impl Syncer {
+    fn start(segment: &Segment) -> Syncer {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let shared = std::sync::Arc::new(SyncShared {
+            file: std::sync::Mutex::new(segment.file.try_clone().ok()),
+            dirty: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ledger-fsync".into())
+            .spawn(move || {
+                while !s.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(SYNC_EVERY);
+                    if s.dirty.swap(false, Ordering::AcqRel) {
+                        let file = s.file.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(f) = file.as_ref() {
+                            if let Err(e) = f.sync_data() {
+                                fatal(&format!("fsync of the ledger log failed: {e}"));
+                            }
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            fatal(&format!("cannot start the ledger fsync thread: {e}"));
+        }
+        Syncer { shared }
+    }
+
+    fn mark_dirty(&self) {
+        self.shared
+            .dirty
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Switches to a new segment (the writer fsyncs the old one itself).
+    fn follow(&self, segment: &Segment) {
+        *self.shared.file.lock().unwrap_or_else(|p| p.into_inner()) = segment.file.try_clone().ok();
+    }
+
+    fn stop(&self) {
+        self.shared
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The books in memory already hold a change the log could not take: going
