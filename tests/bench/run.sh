@@ -176,10 +176,29 @@ say "$(nproc 2>/dev/null || echo '?') cores shared by loadgen, the simulator and
 FAILED=0
 RUN_TIMEOUT=$((WARMUP + DURATION + 60))
 
+# Instruction counts (repeatable on a noisy shared machine, unlike time) when
+# perf can read hardware counters here.
+PERF=""
+if command -v perf >/dev/null 2>&1 && perf stat -e instructions true >/dev/null 2>&1; then
+    PERF=perf
+fi
+
+# count PID FILE: instructions PID executes during the measured window; the
+# counter's own pid is added to COUNTERS.
+COUNTERS=()
+count() {
+    [[ -n "$PERF" ]] || return 0
+    (sleep "$WARMUP" && perf stat -x, -e instructions -p "$1" -o "$2" -- sleep "$DURATION") >/dev/null 2>&1 &
+    COUNTERS+=("$!")
+}
+
 # run LABEL URL KEY MODEL CONCURRENCY: one loadgen run, its JSON line appended to $OUT.
 run() {
     local label="$1" url="$2" key="$3" model="$4" c="$5" out status=0 json
     say "running $label ..."
+    COUNTERS=()
+    count "$GW_PID" "$TMP/$label.gw.instr"
+    count "$SIM_PID" "$TMP/$label.sim.instr"
     # In the background so that a signal's trap runs at once, not after the run.
     timeout "$RUN_TIMEOUT" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
         --concurrency "$c" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$label" \
@@ -192,6 +211,32 @@ run() {
         say "  $(head -n 1 <<<"$out")"
     fi
     json=$(tail -n 1 <<<"$out")
+    # The instruction counters end with the measured window.
+    for p in "${COUNTERS[@]}"; do
+        wait "$p" 2>/dev/null || true
+    done
+    if [[ -n "$PERF" && "$json" == \{* ]]; then
+        json=$(python3 - "$json" "$TMP/$label.gw.instr" "$TMP/$label.sim.instr" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+def count(path):
+    try:
+        for line in open(path):
+            parts = line.split(",")
+            if len(parts) > 2 and parts[2].startswith("instructions") and parts[0].isdigit():
+                return int(parts[0])
+    except OSError:
+        pass
+    return None
+n = r["rps"] * r["duration_s"]
+for key, path in (("gateway_instr_per_req", sys.argv[2]), ("sim_instr_per_req", sys.argv[3])):
+    c = count(path)
+    if c is not None and n:
+        r[key] = round(c / n)
+print(json.dumps(r))
+PY
+)
+    fi
     if [[ "$json" != \{* ]]; then
         say "error: loadgen $label gave no result (status $status)"
         FAILED=1
@@ -243,6 +288,15 @@ for c in sys.argv[2].split():
         f"{d['errors']}/{g['errors']}",
     ))
 print()
+instr = [(c, rows.get(f"direct-c{c}", {}), rows.get(f"gateway-c{c}", {})) for c in sys.argv[2].split()]
+if any("gateway_instr_per_req" in g for _, _, g in instr):
+    print("instructions per request (perf stat; repeatable where wall time is not):")
+    for c, d, g in instr:
+        up = d.get("sim_instr_per_req")
+        gw = g.get("gateway_instr_per_req")
+        if up and gw:
+            print(f"  c={c}: upstream simulator alone {up:,}; gateway {gw:,} ({gw / up:.1f}x the upstream's own work)")
+    print()
 EOF
 say "raw results: ${OUT#"$ROOT/"}; logs: ${SIM_LOG#"$ROOT/"}, ${GW_LOG#"$ROOT/"}"
 if ((FAILED)); then
