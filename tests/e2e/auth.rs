@@ -39,13 +39,7 @@ async fn missing_wrong_or_unknown_keys_are_401_invalid_token() {
 async fn bearer_and_x_api_key_both_authenticate() {
     let env = Env::start().await;
     let key = env.key().await;
-    let by_bearer = env
-        .http
-        .get(env.url("/v1/models"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
+    let by_bearer = env.get(&key, "/v1/models").await;
     assert_eq!(by_bearer.status(), 200);
     let by_header = env
         .http
@@ -62,16 +56,7 @@ async fn bearer_and_x_api_key_both_authenticate() {
 async fn models_lists_the_enabled_models_in_the_list_wrapper() {
     let env = Env::start().await;
     let key = env.key().await;
-    let v: Value = env
-        .http
-        .get(env.url("/v1/models"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = env.get_json(&key, "/v1/models").await;
     assert_eq!(v["object"], "list");
     let ids: Vec<&str> = v["data"]
         .as_array()
@@ -104,16 +89,7 @@ async fn models_lists_the_enabled_models_in_the_list_wrapper() {
     let (_, limited) = env
         .token_with(&account, json!({"models": ["qwen-plus"]}))
         .await;
-    let v: Value = env
-        .http
-        .get(env.url("/v1/models"))
-        .bearer_auth(&limited)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = env.get_json(&limited, "/v1/models").await;
     assert_eq!(v["data"].as_array().unwrap().len(), 1);
     env.stop().await;
 }
@@ -127,13 +103,7 @@ async fn every_response_has_a_request_id_and_framework_errors_use_the_envelope()
         .to_str()
         .unwrap()
         .starts_with("req_"));
-    let unknown = env
-        .http
-        .get(env.url("/v1/nope"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
+    let unknown = env.get(&key, "/v1/nope").await;
     assert_eq!(envelope(unknown, 404).await.0, "not_found");
     let wrong_method = env
         .http

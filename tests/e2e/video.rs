@@ -37,16 +37,7 @@ async fn submit_ok(env: &Env, key: &str, body: Value) -> Value {
 async fn capabilities_publish_each_models_real_limits_and_aliases() {
     let env = Env::start().await;
     let key = env.key().await;
-    let v: Value = env
-        .http
-        .get(env.url("/v1/capabilities"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = env.get_json(&key, "/v1/capabilities").await;
     assert_eq!(v["object"], "list");
     let by = |m: &str| {
         v["data"]
@@ -79,16 +70,7 @@ async fn test_models_can_be_switched_off() {
     })
     .await;
     let key = env.key().await;
-    let caps: Value = env
-        .http
-        .get(env.url("/v1/capabilities"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let caps: Value = env.get_json(&key, "/v1/capabilities").await;
     let names: Vec<&str> = caps["data"]
         .as_array()
         .unwrap()
@@ -102,16 +84,7 @@ async fn test_models_can_be_switched_off() {
         "{names:?}"
     );
     assert!(names.contains(&"video-fast"));
-    let models: Value = env
-        .http
-        .get(env.url("/v1/models"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: Value = env.get_json(&key, "/v1/models").await;
     assert!(!models.to_string().contains("-test"));
     let (code, _) = envelope(
         submit(&env, &key, json!({"model": "Gen-2.5-test", "prompt": "p"})).await,
@@ -759,21 +732,9 @@ async fn tasks_are_private_to_their_account_and_cancel_is_501() {
     let t = submit_ok(&env, &key, video("mine", "4")).await;
     let id = t["id"].as_str().unwrap();
     let stranger = env.key().await;
-    let resp = env
-        .http
-        .get(env.url(&format!("/v1/videos/{id}")))
-        .bearer_auth(&stranger)
-        .send()
-        .await
-        .unwrap();
+    let resp = env.get(&stranger, &format!("/v1/videos/{id}")).await;
     assert_eq!(envelope(resp, 404).await.0, "not_found");
-    let resp = env
-        .http
-        .get(env.url("/v1/videos/task_unknown"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
+    let resp = env.get(&key, "/v1/videos/task_unknown").await;
     assert_eq!(envelope(resp, 404).await.0, "not_found");
     let resp = env
         .post(&key, &format!("/v1/videos/{id}/cancel"), json!({}))
@@ -782,13 +743,7 @@ async fn tasks_are_private_to_their_account_and_cancel_is_501() {
     assert_eq!(code, "upstream_cancel_unsupported");
     assert!(msg.contains("cancel"));
     // An unfinished task tells pollers when to come back.
-    let resp = env
-        .http
-        .get(env.url(&format!("/v1/videos/{id}")))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
+    let resp = env.get(&key, &format!("/v1/videos/{id}")).await;
     assert!(resp.headers().get("openai-poll-after-ms").is_some());
     env.stop().await;
 }
@@ -841,13 +796,7 @@ async fn content_is_downloadable_in_its_window_and_at_most_max_downloads_times()
     let id2 = t2["id"].as_str().unwrap();
     env.run_to_end(&key, id2).await;
     env.clock.advance_secs(86_400);
-    let resp = env
-        .http
-        .get(env.url(&format!("/v1/videos/{id2}/content")))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
+    let resp = env.get(&key, &format!("/v1/videos/{id2}/content")).await;
     let (code, msg) = envelope(resp, 410).await;
     assert_eq!(code, "artifact_gone");
     assert!(msg.contains("window"), "{msg}");
@@ -867,13 +816,7 @@ async fn upstream_content_failures_are_502_with_their_own_codes() {
     ] {
         let id = t["id"].as_str().unwrap();
         env.run_to_end(&key, id).await;
-        let resp = env
-            .http
-            .get(env.url(&format!("/v1/videos/{id}/content")))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap();
+        let resp = env.get(&key, &format!("/v1/videos/{id}/content")).await;
         assert_eq!(envelope(resp, 502).await.0, code);
     }
     env.stop().await;

@@ -369,6 +369,23 @@ key = "{ADMIN_KEY}"
             .expect("gateway answers")
     }
 
+    pub async fn get(&self, key: &str, path: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("gateway answers")
+    }
+
+    pub async fn get_json(&self, key: &str, path: &str) -> Value {
+        self.get(key, path)
+            .await
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+
     pub async fn chat(&self, key: &str, body: Value) -> reqwest::Response {
         self.post(key, "/v1/chat/completions", body).await
     }
