@@ -59,22 +59,8 @@ command -v python3 >/dev/null || die "python3 is required"
 
 # --- process handling ----------------------------------------------------------
 
-stop_child() {
-    local pid="$1" name="$2" i
-    [[ -n "$pid" ]] || return 0
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            say "$name did not stop within ${STOP_TIMEOUT}s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    fi
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=tests/proc.sh
+source "$ROOT/tests/proc.sh"
 
 # shellcheck disable=SC2317 # called from traps
 cleanup() {

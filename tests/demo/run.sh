@@ -129,23 +129,8 @@ export GATEWAY_ADMIN_KEY="$ADMIN_KEY" SIM_API_KEY="$SIM_KEY" GATEWAY_ADMIN_URL="
 
 # --- process handling ----------------------------------------------------------
 
-# Stops one child: SIGTERM, a bounded wait, then SIGKILL.
-stop_child() {
-    local pid="$1" name="$2" i
-    [[ -n "$pid" ]] || return 0
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            say "$name did not stop within ${STOP_TIMEOUT}s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    fi
-    wait "$pid" 2>/dev/null || true
-}
+# shellcheck source=tests/proc.sh
+source "$ROOT/tests/proc.sh"
 
 # shellcheck disable=SC2317 # called from traps
 cleanup() {
