@@ -88,3 +88,28 @@ pub struct AppState {
 }
 
 pub type SharedState = Arc<AppState>;
+
+/// Runs `pass` whenever `wake` (a `Notify` in the state) fires or `tick`
+/// passes, until the state is dropped: the loop of the video poller and the
+/// webhook dispatcher.
+pub fn spawn_worker<F, Fut>(
+    state: &SharedState,
+    tick: std::time::Duration,
+    wake: fn(&AppState) -> &tokio::sync::Notify,
+    pass: F,
+) where
+    F: Fn(SharedState) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        loop {
+            let Some(state) = weak.upgrade() else { break };
+            tokio::select! {
+                _ = wake(&state).notified() => {}
+                _ = tokio::time::sleep(tick) => {}
+            }
+            pass(state).await;
+        }
+    });
+}

@@ -24,7 +24,6 @@ use crate::store::video::{
     put_event, put_task, task_in, EventStatus, OutboxEvent, TaskError, TaskStatus, VideoTask,
 };
 use futures_util::StreamExt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Consecutive upstream failures after which a task not yet accepted
@@ -33,18 +32,14 @@ const MAX_SUBMIT_FAILURES: u32 = 5;
 
 /// Runs the poller until the state is dropped.
 pub fn spawn(state: &SharedState, tick: Duration) {
-    let weak = Arc::downgrade(state);
-    tokio::spawn(async move {
-        loop {
-            let Some(state) = weak.upgrade() else { break };
-            tokio::select! {
-                _ = state.video.wake.notified() => {}
-                _ = tokio::time::sleep(tick) => {}
-            }
+    crate::state::spawn_worker(
+        state,
+        tick,
+        |s| &s.video.wake,
+        |state| async move {
             run_due(&state).await;
-            drop(state);
-        }
-    });
+        },
+    );
 }
 
 /// One pass over the due tasks; returns how many were looked at.

@@ -52,18 +52,14 @@ impl WebhookRuntime {
 
 /// Runs the dispatcher until the state is dropped.
 pub fn spawn(state: &SharedState, tick: Duration) {
-    let weak = Arc::downgrade(state);
-    tokio::spawn(async move {
-        loop {
-            let Some(state) = weak.upgrade() else { break };
-            tokio::select! {
-                _ = state.webhooks.wake.notified() => {}
-                _ = tokio::time::sleep(tick) => {}
-            }
+    crate::state::spawn_worker(
+        state,
+        tick,
+        |s| &s.webhooks.wake,
+        |state| async move {
             dispatch_due(&state, false).await;
-            drop(state);
-        }
-    });
+        },
+    );
 }
 
 /// Starts a delivery for every due event not already being delivered. With
