@@ -71,15 +71,7 @@ async fn call(http: &reqwest::Client, base: &str, key: &str, i: usize) -> Option
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
-    let sim = upstream_sim::start(
-        "127.0.0.1:0".parse().unwrap(),
-        upstream_sim::SimOptions {
-            api_key: Some(SIM_KEY.into()),
-            ..upstream_sim::SimOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let sim = start_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let config = process_config(dir.path(), &sim.base_url(), "");
     let http = reqwest::Client::new();
@@ -197,15 +189,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn video_tasks_and_webhook_events_survive_sigkill() {
     use crate::webhooks::Receiver;
-    let sim = upstream_sim::start(
-        "127.0.0.1:0".parse().unwrap(),
-        upstream_sim::SimOptions {
-            api_key: Some(SIM_KEY.into()),
-            ..upstream_sim::SimOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let sim = start_sim().await;
     let rx = Receiver::start().await;
     // The first delivery hangs: the gateway is killed in the middle of it.
     rx.answer_slowly(200, Duration::from_secs(30));

@@ -613,19 +613,7 @@ async fn idempotency_keys_replay_the_first_answer() {
     .await
     .unwrap();
     assert_ne!(later["id"], first["id"]);
-    let (_, a) = env
-        .admin(
-            reqwest::Method::GET,
-            &format!("/admin/v1/accounts/{account}"),
-            None,
-        )
-        .await;
-    let reserves = a["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "reserve")
-        .count();
+    let reserves = ledger_entries(&env, &account, "reserve").await;
     assert_eq!(
         reserves, 2,
         "one hold per task created: the first and the one after 24 h"
@@ -659,19 +647,7 @@ async fn fifty_concurrent_identical_submissions_create_one_task_and_hold_once() 
     }
     assert_eq!(ids.len(), 1, "one task");
     assert_eq!(replayed, 49);
-    let (_, a) = env
-        .admin(
-            reqwest::Method::GET,
-            &format!("/admin/v1/accounts/{account}"),
-            None,
-        )
-        .await;
-    let reserves = a["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "reserve")
-        .count();
+    let reserves = ledger_entries(&env, &account, "reserve").await;
     assert_eq!(reserves, 1, "held once");
     env.stop().await;
 }

@@ -193,15 +193,7 @@ impl Env {
     }
 
     pub async fn with(setup: Setup) -> Env {
-        let sim = upstream_sim::start(
-            "127.0.0.1:0".parse().unwrap(),
-            SimOptions {
-                api_key: Some(SIM_KEY.into()),
-                ..SimOptions::default()
-            },
-        )
-        .await
-        .expect("simulator starts");
+        let sim = start_sim().await;
         let dir = tempfile::tempdir().unwrap();
         let adapters = dir.path().join("adapters");
         let policies = dir.path().join("policies");
@@ -462,6 +454,36 @@ key = "{ADMIN_KEY}"
         self.gw.shutdown().await;
         self.sim.shutdown().await;
     }
+}
+
+/// The upstream simulator on a free loopback port, with the test vendor key.
+pub async fn start_sim() -> SimServer {
+    upstream_sim::start(
+        "127.0.0.1:0".parse().unwrap(),
+        SimOptions {
+            api_key: Some(SIM_KEY.into()),
+            ..SimOptions::default()
+        },
+    )
+    .await
+    .expect("simulator starts")
+}
+
+/// How many entries of one kind (`reserve`, `refund`, ...) an account's ledger has.
+pub async fn ledger_entries(env: &Env, account: &str, kind: &str) -> usize {
+    let (_, a) = env
+        .admin(
+            reqwest::Method::GET,
+            &format!("/admin/v1/accounts/{account}"),
+            None,
+        )
+        .await;
+    a["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .count()
 }
 
 /// What a gpt-4o-mini call with this usage costs in the test config:
