@@ -15,7 +15,7 @@ WASM_OUT    := target/$(WASM_TARGET)/release
 # guest crate -> file name in the plugin folders
 ADAPTERS    := openai-adapter:openai genvideo-adapter:genvideo
 POLICIES    := drop-sampling-policy:drop-sampling keep-thinking-policy:keep-thinking
-TEST_GUESTS := misbehave-guest:misbehave
+TEST_GUESTS := misbehave-guest:misbehave old-contract-guest:old-contract
 
 crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))

@@ -6,6 +6,7 @@
 //! compared byte by byte and never kept in clear.
 
 use crate::error::ApiError;
+use crate::protocol::{KeyPlace, Surface, DEFAULT_SURFACE};
 use crate::state::SharedState;
 use crate::store::records::{Token, TokenStatus};
 use axum::extract::FromRequestParts;
@@ -30,24 +31,32 @@ pub struct Caller {
     pub info: ReqInfo,
 }
 
-/// The presented key: `Authorization: Bearer`, `x-api-key` (messages
-/// protocol), `x-goog-api-key` or `?key=` (Gemini protocol).
-pub fn presented_key<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> Option<&'a str> {
-    if let Some(v) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        let v = v.trim();
-        if v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ") {
-            return Some(v[7..].trim());
+/// The presented key, looked for in the places the route's client protocol
+/// uses (see `protocol`), in that order.
+pub fn presented_key<'a>(
+    headers: &'a HeaderMap,
+    query: Option<&'a str>,
+    places: &[KeyPlace],
+) -> Option<&'a str> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+    };
+    places.iter().find_map(|place| match place {
+        KeyPlace::Bearer => {
+            let v = header("authorization")?;
+            (v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer ")).then(|| v[7..].trim())
         }
-    }
-    for name in ["x-api-key", "x-goog-api-key"] {
-        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            return Some(v.trim());
-        }
-    }
-    query?
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("key="))
-        .filter(|k| !k.is_empty())
+        KeyPlace::XApiKey => header("x-api-key"),
+        KeyPlace::XGoogApiKey => header("x-goog-api-key"),
+        KeyPlace::QueryKey => query?
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("key="))
+            .filter(|k| !k.is_empty()),
+    })
 }
 
 fn ip_allowed(list: &[String], ip: IpAddr) -> bool {
@@ -96,7 +105,13 @@ impl FromRequestParts<SharedState> for Caller {
             .get::<ReqInfo>()
             .cloned()
             .ok_or_else(|| ApiError::internal("request info missing"))?;
-        let key = presented_key(&parts.headers, parts.uri.query()).ok_or(ApiError::InvalidToken)?;
+        let places = parts
+            .extensions
+            .get::<Surface>()
+            .unwrap_or(&DEFAULT_SURFACE)
+            .keys;
+        let key = presented_key(&parts.headers, parts.uri.query(), places)
+            .ok_or(ApiError::InvalidToken)?;
         let token = state
             .ledger
             .token_by_key(key)
@@ -129,18 +144,28 @@ mod tests {
     }
 
     #[test]
-    fn keys_from_every_accepted_place() {
+    fn keys_only_from_the_places_a_protocol_uses() {
+        use crate::protocol::{ANTHROPIC_MESSAGES, GEMINI, OPENAI_CHAT};
         let mut h = HeaderMap::new();
         h.insert("authorization", "Bearer sk-abc".parse().unwrap());
-        assert_eq!(presented_key(&h, None), Some("sk-abc"));
+        assert_eq!(presented_key(&h, None, OPENAI_CHAT.keys), Some("sk-abc"));
         let mut h = HeaderMap::new();
         h.insert("x-api-key", "sk-x".parse().unwrap());
-        assert_eq!(presented_key(&h, None), Some("sk-x"));
         assert_eq!(
-            presented_key(&HeaderMap::new(), Some("alt=sse&key=sk-q")),
+            presented_key(&h, None, ANTHROPIC_MESSAGES.keys),
+            Some("sk-x")
+        );
+        assert_eq!(presented_key(&h, None, OPENAI_CHAT.keys), None);
+        let none = HeaderMap::new();
+        assert_eq!(
+            presented_key(&none, Some("alt=sse&key=sk-q"), GEMINI.keys),
             Some("sk-q")
         );
-        assert_eq!(presented_key(&HeaderMap::new(), None), None);
+        assert_eq!(
+            presented_key(&none, Some("key=sk-q"), OPENAI_CHAT.keys),
+            None
+        );
+        assert_eq!(presented_key(&none, None, GEMINI.keys), None);
     }
 
     #[test]

@@ -250,6 +250,10 @@ struct RawChannel {
     models: Vec<String>,
     #[serde(default)]
     model_map: BTreeMap<String, String>,
+    /// Adapter options handed to the channel's adapter (an API version, a
+    /// region); what they mean is the adapter's business.
+    #[serde(default)]
+    options: BTreeMap<String, String>,
     #[serde(default)]
     priority: i32,
     #[serde(default = "yes")]
@@ -273,6 +277,10 @@ struct RawModel {
     /// CNY per 1M cached prompt tokens; defaults to the input price.
     #[serde(default)]
     cached_input_price: Option<Cny>,
+    /// CNY per 1M prompt tokens written to the vendor's cache; defaults to
+    /// the input price.
+    #[serde(default)]
+    cache_write_price: Option<Cny>,
     #[serde(default)]
     default_max_tokens: Option<u64>,
     #[serde(default)]
@@ -404,6 +412,8 @@ pub struct ChannelConfig {
     pub key: Option<String>,
     pub models: Vec<String>,
     pub model_map: HashMap<String, String>,
+    /// Adapter options, in key order.
+    pub options: Vec<(String, String)>,
     pub priority: i32,
 }
 
@@ -424,6 +434,7 @@ pub struct ModelConfig {
     pub input_price: Quota,
     pub output_price: Quota,
     pub cached_input_price: Quota,
+    pub cache_write_price: Quota,
     pub default_max_tokens: Option<u64>,
     pub policies: Vec<String>,
     pub group: String,
@@ -677,6 +688,10 @@ fn resolve(
                 Some(c) => c.to_quota(&currency, &f("cached_input_price"))?,
                 None => input_price,
             },
+            cache_write_price: match &m.cache_write_price {
+                Some(c) => c.to_quota(&currency, &f("cache_write_price"))?,
+                None => input_price,
+            },
             input_price,
             default_max_tokens: m.default_max_tokens,
             policies: m.policies,
@@ -740,6 +755,7 @@ fn resolve(
             adapter: c.adapter,
             models: c.models,
             model_map: c.model_map.into_iter().collect(),
+            options: c.options.into_iter().collect(),
             priority: c.priority,
         });
     }
@@ -900,6 +916,7 @@ model_map = { m1 = "upstream-m1" }
         assert_eq!(c.models[0].input_price, 550_000);
         assert_eq!(c.models[0].output_price, 2_200_000);
         assert_eq!(c.models[0].cached_input_price, 550_000);
+        assert_eq!(c.models[0].cache_write_price, 550_000);
         assert_eq!(c.channels[0].base_url, "http://127.0.0.1:9/v1");
         assert_eq!(c.channels[0].key.as_deref(), Some("sk-vendor"));
         assert_eq!(c.channels[0].upstream_model("m1"), "upstream-m1");

@@ -1,11 +1,21 @@
 //! Every error a client can see, and the one place that turns it into HTTP.
 //!
-//! Handlers return `Result<_, ApiError>`. Rendering follows spec §7.1:
-//! envelope 1 `{error: {code, message, type}}` for everything, except gateway
-//! validation of video requests, which uses envelope 2 `{code, message, data}`
-//! with the stable code inside the message. Every message ends with
-//! `(request id: <id>)`; the id comes from the task-local set by the
-//! request-id middleware, so code that raises an error never has to thread it.
+//! Handlers return `Result<_, ApiError>`. The status and the stable code are
+//! decided here, once, whatever protocol the client speaks; the envelope is
+//! the client protocol's own ([`Envelope`]):
+//!
+//! - OpenAI (spec §7.1): envelope 1 `{error: {code, message, type}}`, except
+//!   gateway validation of video requests, which uses envelope 2
+//!   `{code, message, data}` with the stable code inside the message;
+//!   mid-stream the same object as a `data:` event.
+//! - Anthropic: `{type: "error", error: {type, message}, request_id}`;
+//!   mid-stream as `event: error`.
+//! - Gemini: `{error: {code, message, status, details}}`, the stable code in
+//!   a `google.rpc.ErrorInfo` detail; mid-stream as a `data:` event.
+//!
+//! Every message ends with `(request id: <id>)`. The id and the envelope come
+//! from task-locals set by the request middleware (the envelope from the
+//! route's client protocol), so code that raises an error threads neither.
 //!
 //! Use a specific variant when the client can act on the difference (a code
 //! from the spec's list); use `Internal` only for our own bugs and storage
@@ -18,6 +28,29 @@ use serde_json::{json, Map, Value};
 tokio::task_local! {
     /// The id of the request being served, for error messages.
     pub static REQUEST_ID: String;
+    /// The error envelope of the client protocol being served.
+    pub static ENVELOPE: Envelope;
+}
+
+/// The error envelope a client protocol reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+/// The current request's envelope, OpenAI's outside a request.
+pub fn current_envelope() -> Envelope {
+    ENVELOPE.try_with(|e| *e).unwrap_or(Envelope::OpenAi)
+}
+
+/// One server-sent event carrying an error, in a client protocol's form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorEvent {
+    /// The `event:` name, for protocols that name their events.
+    pub event: Option<&'static str>,
+    pub data: String,
 }
 
 /// The current request's id, or `-` outside a request.
@@ -72,7 +105,12 @@ pub enum ApiError {
         status: u16,
         code: String,
         message: String,
+        /// The vendor's `Retry-After`, passed on.
+        retry_after_secs: Option<u32>,
     },
+    /// The vendor's stream ended without its protocol's finish marker.
+    #[error("the upstream's stream ended before the answer was complete")]
+    UpstreamIncomplete,
     #[error("the upstream did not answer within {0} s")]
     UpstreamTimeout(u64),
     #[error("the upstream could not be reached: {0}")]
@@ -150,6 +188,7 @@ impl ApiError {
             CancelUnsupported => 501,
             Adapter(_)
             | UpstreamUnreachable(_)
+            | UpstreamIncomplete
             | ArtifactUpstreamAuth
             | ArtifactUpstreamTimeout => 502,
             NoChannel(_) => 503,
@@ -178,6 +217,7 @@ impl ApiError {
             Upstream { code, .. } => code,
             UpstreamTimeout(_) => "upstream_timeout",
             UpstreamUnreachable(_) => "upstream_unreachable",
+            UpstreamIncomplete => "upstream_incomplete",
             Adapter(_) => "adapter_error",
             BodyTooLarge(_) => "request_too_large",
             MethodNotAllowed(_) => "method_not_allowed",
@@ -263,6 +303,10 @@ impl ApiError {
                 axum::http::header::RETRY_AFTER,
                 HeaderValue::from(*retry_after_secs),
             )],
+            ApiError::Upstream {
+                retry_after_secs: Some(secs),
+                ..
+            } => vec![(axum::http::header::RETRY_AFTER, HeaderValue::from(*secs))],
             ApiError::RangeNotSatisfiable(Some(range)) => HeaderValue::from_str(range)
                 .map(|v| vec![(axum::http::header::CONTENT_RANGE, v)])
                 .unwrap_or_default(),
@@ -270,7 +314,73 @@ impl ApiError {
         }
     }
 
-    /// The JSON body, with the request id appended to the message.
+    /// Anthropic's error `type` for this error.
+    fn anthropic_type(&self) -> &'static str {
+        match self.status().as_u16() {
+            401 => "authentication_error",
+            402 => "billing_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 => "overloaded_error",
+            504 => "timeout_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        }
+    }
+
+    /// Gemini's (google.rpc) `status` for this error.
+    fn gemini_status(&self) -> &'static str {
+        match self.status().as_u16() {
+            401 => "UNAUTHENTICATED",
+            402 => "FAILED_PRECONDITION",
+            403 => "PERMISSION_DENIED",
+            404 | 410 => "NOT_FOUND",
+            409 => "ABORTED",
+            429 => "RESOURCE_EXHAUSTED",
+            501 => "UNIMPLEMENTED",
+            503 => "UNAVAILABLE",
+            504 => "DEADLINE_EXCEEDED",
+            s if s >= 500 => "INTERNAL",
+            _ => "INVALID_ARGUMENT",
+        }
+    }
+
+    /// The JSON body in `envelope`'s form, the request id ending the message.
+    pub fn body_in(&self, envelope: Envelope, request_id: &str) -> Value {
+        let message = format!("{} (request id: {request_id})", self.public_message());
+        match envelope {
+            Envelope::OpenAi => self.body(request_id),
+            Envelope::Anthropic => json!({
+                "type": "error",
+                "error": { "type": self.anthropic_type(), "message": message },
+                "request_id": request_id,
+            }),
+            Envelope::Gemini => json!({
+                "error": {
+                    "code": self.status().as_u16(),
+                    "message": message,
+                    "status": self.gemini_status(),
+                    "details": [{
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": self.code(),
+                        "domain": "gateway",
+                    }],
+                }
+            }),
+        }
+    }
+
+    /// The event that ends a stream with this error, in `envelope`'s form.
+    pub fn stream_event(&self, envelope: Envelope, request_id: &str) -> ErrorEvent {
+        ErrorEvent {
+            event: (envelope == Envelope::Anthropic).then_some("error"),
+            data: self.body_in(envelope, request_id).to_string(),
+        }
+    }
+
+    /// The JSON body (OpenAI envelope), with the request id appended to the message.
     pub fn body(&self, request_id: &str) -> Value {
         let message = format!("{} (request id: {request_id})", self.public_message());
         if matches!(self, ApiError::VideoValidation { .. }) {
@@ -292,7 +402,8 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(request_id = %request_id, "internal error: {detail}");
         }
-        let mut resp = (self.status(), axum::Json(self.body(&request_id))).into_response();
+        let body = self.body_in(current_envelope(), &request_id);
+        let mut resp = (self.status(), axum::Json(body)).into_response();
         for (k, v) in self.headers() {
             resp.headers_mut().insert(k, v);
         }
@@ -327,6 +438,37 @@ mod tests {
             .unwrap()
             .starts_with("invalid_duration:"));
         assert!(b["data"].is_null());
+    }
+
+    #[test]
+    fn each_protocol_has_its_own_envelope() {
+        let e = ApiError::RateLimited {
+            ip: "192.0.2.1".into(),
+            limit: 1,
+            window_secs: 1,
+            retry_after_secs: 1,
+        };
+        let a = e.body_in(Envelope::Anthropic, "r");
+        assert_eq!(a["type"], "error");
+        assert_eq!(a["error"]["type"], "rate_limit_error");
+        assert!(a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("(request id: r)"));
+        let g = e.body_in(Envelope::Gemini, "r");
+        assert_eq!(g["error"]["code"], 429);
+        assert_eq!(g["error"]["status"], "RESOURCE_EXHAUSTED");
+        assert_eq!(g["error"]["details"][0]["reason"], "rate_limit_exceeded");
+        assert_eq!(e.body_in(Envelope::OpenAi, "r"), e.body("r"));
+        let ev = ApiError::UpstreamIncomplete.stream_event(Envelope::Anthropic, "r");
+        assert_eq!(ev.event, Some("error"));
+        assert!(ev.data.contains("api_error"));
+        assert_eq!(
+            ApiError::UpstreamIncomplete
+                .stream_event(Envelope::OpenAi, "r")
+                .event,
+            None
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Where things are decided:
 //! - `config`: the TOML file, checked. `server`: assembly and listeners.
-//! - `api`: routes, middleware, the admin API. `error`: every client-visible error.
+//! - `api`: routes, middleware, the admin API. `error`: every client-visible
+//!   error, in each client protocol's envelope. `protocol`: the client
+//!   protocols, one table row each (routes, head, key, envelope).
 //! - `auth`: keys and token controls. `limits`: rate and concurrency limits.
 //! - `billing`: prices, quota arithmetic, holds. `store`: durable state (redb).
 //! - `plugins`: the wasmtime sandbox, component registry, guest calls.
@@ -21,6 +23,7 @@ pub mod error;
 pub mod ids;
 pub mod limits;
 pub mod plugins;
+pub mod protocol;
 pub mod relay;
 pub mod server;
 pub mod sse;

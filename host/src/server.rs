@@ -142,7 +142,12 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             let _ = tcp.set_nodelay(true);
         });
         tasks.push(tokio::spawn(async move {
-            let service = router.into_make_service_with_connect_info::<SocketAddr>();
+            use axum::ServiceExt as _;
+            // Paths are normalised before routing (see `api::normalise_prefix`).
+            let app = tower::ServiceBuilder::new()
+                .map_request(api::normalise_prefix::<axum::body::Body>)
+                .service(router);
+            let service = app.into_make_service_with_connect_info::<SocketAddr>();
             let served = axum::serve(listener, service)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await;

@@ -204,3 +204,35 @@ async fn a_file_that_is_not_a_component_is_refused_and_the_rest_load() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_built_for_the_old_contract_is_refused_naming_both_versions() {
+    let env = Env::with(Setup {
+        adapters: vec![("adapters", "openai"), ("test-guests", "old-contract")],
+        ..Setup::default()
+    })
+    .await;
+    let (_, v) = env
+        .admin(reqwest::Method::GET, "/admin/v1/plugins", None)
+        .await;
+    assert!(
+        !v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "old-contract"),
+        "{v}"
+    );
+    let refused = v["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{v}");
+    let why = refused[0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("@0.1.0") && why.contains("@0.2.0"),
+        "the reason names both versions: {why}"
+    );
+    assert!(refused[0]["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("old-contract.wasm"));
+    env.stop().await;
+}

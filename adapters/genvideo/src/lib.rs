@@ -2,48 +2,39 @@
 //! vendor (`POST /video/tasks`, `GET /video/tasks/{id}`,
 //! `GET /video/tasks/{id}/content` under the channel's `/v1` base URL).
 //!
-//! This file is the WIT glue; the requests and readings live in plain
+//! This file is the glue; the requests and readings live in plain
 //! functions that are tested natively.
 
 mod paths;
 mod poll;
 mod submit;
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "video-vendor",
-});
-
-use exports::gateway::plugin::video_adapter::{
-    Descriptor, Guest, PluginError, TaskStatus, UpstreamRequest, VideoRequest,
+use gateway_guest_sdk::log;
+use gateway_guest_sdk::video::{
+    AuthScheme, Descriptor, PluginError, Protocol, TaskStatus, UpstreamRequest, VideoRequest,
+    VideoVendor,
 };
-use gateway::plugin::log::{log, Level};
-use gateway::plugin::types::AuthScheme;
 
 struct GenVideoAdapter;
 
-impl Guest for GenVideoAdapter {
+impl VideoVendor for GenVideoAdapter {
     fn describe() -> Descriptor {
         Descriptor {
             name: "genvideo".to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            vendor_protocol: "genvideo-v1".to_owned(),
+            vendor_protocol: Protocol::VideoTasks,
             client_protocols: Vec::new(),
             auth: AuthScheme::Bearer,
         }
     }
 
     fn build_submit(req: VideoRequest) -> Result<UpstreamRequest, PluginError> {
-        logged(
-            Level::Debug,
-            "submission refused",
-            submit::build_submit(&req),
-        )
+        logged(log::debug, "submission refused", submit::build_submit(&req))
     }
 
     fn parse_submit(status: u16, body: Vec<u8>) -> Result<String, PluginError> {
         logged(
-            Level::Warn,
+            log::warn,
             "submission failed",
             submit::parse_submit(status, &body),
         )
@@ -51,7 +42,7 @@ impl Guest for GenVideoAdapter {
 
     fn build_poll(upstream_task_id: String) -> Result<UpstreamRequest, PluginError> {
         logged(
-            Level::Warn,
+            log::warn,
             "poll refused",
             poll::build_poll(&upstream_task_id),
         )
@@ -59,7 +50,7 @@ impl Guest for GenVideoAdapter {
 
     fn parse_poll(status: u16, body: Vec<u8>) -> Result<TaskStatus, PluginError> {
         logged(
-            Level::Warn,
+            log::warn,
             "unreadable poll answer",
             poll::parse_poll(status, &body),
         )
@@ -67,7 +58,7 @@ impl Guest for GenVideoAdapter {
 
     fn build_content(upstream_task_id: String) -> Result<UpstreamRequest, PluginError> {
         logged(
-            Level::Warn,
+            log::warn,
             "download refused",
             poll::build_content(&upstream_task_id),
         )
@@ -76,14 +67,18 @@ impl Guest for GenVideoAdapter {
 
 /// Logs a failed translation; messages never hold credentials (vendor text
 /// is cleaned before it gets into one).
-fn logged<T>(level: Level, what: &str, result: Result<T, PluginError>) -> Result<T, PluginError> {
+fn logged<T>(
+    level: fn(&str),
+    what: &str,
+    result: Result<T, PluginError>,
+) -> Result<T, PluginError> {
     if let Err(err) = &result {
         let (PluginError::InvalidRequest(m)
         | PluginError::Unsupported(m)
         | PluginError::UpstreamFormat(m)) = err;
-        log(level, &format!("{what}: {m}"));
+        level(&format!("{what}: {m}"));
     }
     result
 }
 
-export!(GenVideoAdapter);
+gateway_guest_sdk::export_video_adapter!(GenVideoAdapter);

@@ -1,7 +1,7 @@
 //! Vendor paths, appended by the host to the channel's base URL (which ends
 //! in `/v1`), and the task ids that go into them.
 
-use crate::exports::gateway::plugin::video_adapter::{PluginError, UpstreamRequest};
+use gateway_guest_sdk::video::{PluginError, RequestBody, UpstreamRequest};
 
 pub const TASKS_PATH: &str = "/video/tasks";
 
@@ -35,7 +35,7 @@ pub fn get(path: String) -> UpstreamRequest {
         method: "GET".to_owned(),
         path,
         headers: Vec::new(),
-        body: Vec::new(),
+        body: RequestBody::Bytes(Vec::new()),
         state: String::new(),
     }
 }

@@ -5,11 +5,9 @@ use gateway_guest_sdk::json::{parse_upstream_object, str_member};
 use gateway_guest_sdk::redact::clean_message;
 use serde_json::Value;
 
-use crate::exports::gateway::plugin::video_adapter::{
-    PluginError, TaskState, TaskStatus, UpstreamRequest,
-};
 use crate::paths::{get, task_path};
 use crate::submit::{upstream, vendor_failure};
+use gateway_guest_sdk::video::{PluginError, TaskState, TaskStatus, UpstreamRequest};
 
 /// The vendor's code for a content-safety refusal.
 const CONTENT_POLICY: &str = "content_policy";
@@ -115,7 +113,11 @@ mod tests {
             (poll.method.as_str(), poll.path.as_str()),
             ("GET", "/video/tasks/vt_3")
         );
-        assert!(poll.body.is_empty() && poll.headers.is_empty() && poll.state.is_empty());
+        assert!(
+            poll.body == gateway_guest_sdk::video::RequestBody::Bytes(Vec::new())
+                && poll.headers.is_empty()
+                && poll.state.is_empty()
+        );
         let content = build_content("vt_3").unwrap();
         assert_eq!(content.path, "/video/tasks/vt_3/content");
         assert!(matches!(

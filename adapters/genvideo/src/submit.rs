@@ -5,9 +5,9 @@ use gateway_guest_sdk::json::{parse_upstream_object, str_member, to_bytes};
 use gateway_guest_sdk::redact::clean_message;
 use serde_json::json;
 
-use crate::exports::gateway::plugin::video_adapter::{PluginError, UpstreamRequest, VideoRequest};
-use crate::gateway::plugin::types::Header;
 use crate::paths::{is_task_id, TASKS_PATH};
+use gateway_guest_sdk::video::Header;
+use gateway_guest_sdk::video::{PluginError, RequestBody, UpstreamRequest, VideoRequest};
 
 pub fn build_submit(req: &VideoRequest) -> Result<UpstreamRequest, PluginError> {
     let body = json!({
@@ -33,7 +33,7 @@ pub fn build_submit(req: &VideoRequest) -> Result<UpstreamRequest, PluginError> 
                 value: req.request_id.clone(),
             },
         ],
-        body: to_bytes(&body),
+        body: RequestBody::Bytes(to_bytes(&body)),
         state: String::new(),
     })
 }
@@ -101,7 +101,10 @@ pub(crate) mod tests {
             ("idempotency-key", "req-1")
         );
         assert_eq!(sent.state, "");
-        let body: Value = serde_json::from_slice(&sent.body).unwrap();
+        let RequestBody::Bytes(bytes) = &sent.body else {
+            panic!("a submission has its own body");
+        };
+        let body: Value = serde_json::from_slice(bytes).unwrap();
         assert_eq!(
             body,
             json!({"model": "gen-2", "prompt": "a fox \"in\" snow", "duration": 8,

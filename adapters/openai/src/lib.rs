@@ -1,72 +1,35 @@
-//! The `openai` vendor adapter: OpenAI chat-completions clients to any
-//! OpenAI-compatible vendor.
+//! The `openai` vendor adapter: every chat client protocol to any
+//! OpenAI-compatible chat-completions vendor (`POST /chat/completions` under
+//! the channel's base URL, which ends in `/v1`).
 //!
-//! Client and vendor speak the same protocol, so bodies pass through with
-//! only the model renamed and usage made visible (see
-//! `gateway_guest_sdk::openai_passthrough`). This file is the WIT glue; the
-//! translation lives in plain functions that are tested natively.
+//! OpenAI chat clients get a passthrough (model renamed, usage read); the
+//! other protocols are translated by the SDK's driver.
+//!
+//! Channel options: `api_version` adds `?api-version=...` to the path, as
+//! Azure OpenAI deployments want.
 
-mod convert;
-mod request;
-mod response;
-mod stream;
+use gateway_guest_sdk::bindings::types::{AuthScheme, Protocol, RequestCtx};
+use gateway_guest_sdk::vendor::option;
+use gateway_guest_sdk::{TranslateError, Vendor, VendorInfo};
 
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "vendor-adapter",
-});
+struct OpenAi;
 
-use exports::gateway::plugin::adapter::{
-    Descriptor, Guest, PluginError, RequestCtx, Translated, UpstreamError, UpstreamRequest,
-};
-use gateway::plugin::log::{log, Level};
-use gateway::plugin::types::{AuthScheme, Protocol};
-
-struct OpenAiAdapter;
-
-impl Guest for OpenAiAdapter {
-    type StreamTranslator = stream::Translator;
-
-    fn describe() -> Descriptor {
-        Descriptor {
-            name: "openai".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            vendor_protocol: "openai-v1".to_owned(),
-            client_protocols: vec![Protocol::OpenaiChat],
-            auth: AuthScheme::Bearer,
-        }
+impl Vendor for OpenAi {
+    fn info() -> VendorInfo {
+        VendorInfo::new(
+            "openai",
+            env!("CARGO_PKG_VERSION"),
+            Protocol::OpenaiChat,
+            AuthScheme::Bearer,
+        )
     }
 
-    fn translate_request(ctx: RequestCtx, body: Vec<u8>) -> Result<UpstreamRequest, PluginError> {
-        let result = request::translate_request(&ctx, &body);
-        if let Err(err) = &result {
-            log(
-                Level::Debug,
-                &format!("request refused: {}", convert::error_text(err)),
-            );
-        }
-        result
-    }
-
-    fn translate_response(
-        ctx: RequestCtx,
-        _state: String,
-        _status: u16,
-        body: Vec<u8>,
-    ) -> Result<Translated, PluginError> {
-        let result = response::translate_response(&ctx, &body);
-        if let Err(err) = &result {
-            log(
-                Level::Warn,
-                &format!("unreadable answer: {}", convert::error_text(err)),
-            );
-        }
-        result
-    }
-
-    fn translate_error(_ctx: RequestCtx, status: u16, body: Vec<u8>) -> UpstreamError {
-        response::translate_error(status, &body)
+    fn path(ctx: &RequestCtx) -> Result<String, TranslateError> {
+        Ok(match option(ctx, "api_version") {
+            Some(v) => format!("/chat/completions?api-version={v}"),
+            None => "/chat/completions".to_owned(),
+        })
     }
 }
 
-export!(OpenAiAdapter);
+gateway_guest_sdk::export_adapter!(OpenAi);

@@ -256,12 +256,14 @@ pub struct ChunkMeta {
 /// the totals, not added to them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Usage {
-    /// All prompt tokens, cached ones included.
+    /// All prompt tokens: uncached ones, cache reads and cache writes.
     pub input_tokens: u64,
     /// All generated tokens, reasoning tokens included.
     pub output_tokens: u64,
-    /// The part of `input_tokens` served from the vendor's prompt cache.
-    pub cached_tokens: u64,
+    /// The part of `input_tokens` read from the vendor's prompt cache.
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the vendor's prompt cache.
+    pub cache_write_tokens: u64,
     /// The part of `output_tokens` spent on reasoning.
     pub reasoning_tokens: u64,
 }
@@ -271,8 +273,12 @@ impl Usage {
     /// than prompt tokens would otherwise make the host bill a negative
     /// number of uncached tokens.
     pub fn consistent(self) -> Self {
+        let cache_read_tokens = self.cache_read_tokens.min(self.input_tokens);
         Self {
-            cached_tokens: self.cached_tokens.min(self.input_tokens),
+            cache_read_tokens,
+            cache_write_tokens: self
+                .cache_write_tokens
+                .min(self.input_tokens - cache_read_tokens),
             reasoning_tokens: self.reasoning_tokens.min(self.output_tokens),
             ..self
         }
@@ -292,11 +298,12 @@ mod tests {
         let usage = Usage {
             input_tokens: 10,
             output_tokens: 5,
-            cached_tokens: 12,
+            cache_read_tokens: 12,
+            cache_write_tokens: 0,
             reasoning_tokens: 9,
         }
         .consistent();
-        assert_eq!(usage.cached_tokens, 10);
+        assert_eq!(usage.cache_read_tokens, 10);
         assert_eq!(usage.reasoning_tokens, 5);
         assert_eq!(usage.total_tokens(), 15);
     }

@@ -56,6 +56,27 @@ pub fn map_openai_error(status: u16, body: &[u8]) -> UpstreamFailure {
     }
 }
 
+/// Maps a vendor's error answer, whatever its protocol, to the host's terms.
+/// The readers understand OpenAI's `{"error":{...}}`, Anthropic's
+/// `{"type":"error","error":{"type","message"}}` and Gemini's
+/// `{"error":{"code","message","status"}}` alike; the status decides.
+pub fn map_vendor_error(
+    _protocol: crate::bindings::types::Protocol,
+    status: u16,
+    _headers: &[crate::bindings::types::Header],
+    body: &[u8],
+) -> UpstreamFailure {
+    map_openai_error(status, body)
+}
+
+/// The vendor's `Retry-After`, when it is a number of seconds.
+pub fn retry_after_secs(headers: &[crate::bindings::types::Header]) -> Option<u32> {
+    headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("retry-after"))
+        .and_then(|h| h.value.trim().parse::<u32>().ok())
+}
+
 /// "upstream answered <status>: <message>", the form every mapped error takes.
 pub fn upstream_message(status: u16, vendor_message: &str) -> String {
     if vendor_message.is_empty() {

@@ -1,26 +1,35 @@
-//! What every gateway guest needs, so a vendor adapter only writes
-//! canonical ⇄ vendor.
+//! The gateway's guest SDK: what every WebAssembly guest needs, so a vendor
+//! adapter is a small [`Vendor`] implementation and one macro.
 //!
-//! Everything here is a pure function on bytes or `serde_json` values: the
-//! crate knows nothing of WIT, which keeps it testable natively and usable from
-//! any world. Adapters convert its plain types to the generated WIT types in a
-//! thin glue layer.
-//!
+//! - [`bindings`]: the WIT bindings for every world (generated once, here).
+//! - [`vendor`], [`driver`], [`export_adapter!`]: a text adapter from a
+//!   [`Vendor`]; [`policy`], [`export_policy!`]: a model policy;
+//!   [`video`], [`export_video_adapter!`]: a video adapter.
+//! - [`translate`]: passthrough or translation through the canonical form.
 //! - [`canonical`]: vendor-neutral chat request, response, stream and usage types.
-//! - [`openai_chat`]: the OpenAI chat-completions codec (canonical ⇄ JSON).
-//! - [`openai_passthrough`]: the hot path for OpenAI-compatible vendors when
-//!   the client already speaks OpenAI chat (only the model is renamed).
+//! - [`openai_chat`], [`openai_passthrough`]: the OpenAI chat codec.
 //! - [`errors`]: vendor error answers mapped to the host's error terms.
 //! - [`redact`]: keeps vendor text safe and short before it reaches a client.
 //! - [`json`]: small helpers on `serde_json` values.
-//! - [`TranslateError`]: why a translation failed, mirroring WIT's `plugin-error`.
+//! - [`log`]: log lines through the host.
+//!
+//! Everything but the bindings' exports runs natively, so the codecs are
+//! unit-tested on the build machine.
 
+pub mod bindings;
 pub mod canonical;
+pub mod driver;
 pub mod errors;
 pub mod json;
+pub mod log;
 pub mod openai_chat;
 pub mod openai_passthrough;
+pub mod policy;
 pub mod redact;
+pub mod translate;
 mod translate_error;
+pub mod vendor;
+pub mod video;
 
 pub use translate_error::TranslateError;
+pub use vendor::{Vendor, VendorInfo};

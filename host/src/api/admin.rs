@@ -6,6 +6,7 @@
 use crate::auth::presented_key;
 use crate::billing::ledger::NewToken;
 use crate::error::ApiError;
+use crate::protocol::KeyPlace;
 use crate::state::SharedState;
 use crate::store::records::{Token, TokenStatus};
 use axum::extract::{FromRequestParts, Path, Query, State};
@@ -50,7 +51,8 @@ impl FromRequestParts<SharedState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, ApiError> {
-        let presented = presented_key(&parts.headers, None).unwrap_or("");
+        let presented = presented_key(&parts.headers, None, &[KeyPlace::Bearer, KeyPlace::XApiKey])
+            .unwrap_or("");
         let expected = state.config.admin.key.as_bytes();
         if presented.as_bytes().ct_eq(expected).into() {
             Ok(Admin)
@@ -331,9 +333,13 @@ async fn holds(State(state): State<SharedState>, _: Admin) -> Json<Value> {
 }
 
 fn plugins_json(state: &SharedState) -> Value {
-    let data: Vec<Value> = state
-        .plugins
-        .registry()
+    let registry = state.plugins.registry();
+    let refused: Vec<Value> = registry
+        .refused
+        .iter()
+        .map(|(path, why)| json!({ "source": path.display().to_string(), "reason": why }))
+        .collect();
+    let data: Vec<Value> = registry
         .infos()
         .into_iter()
         .map(|p| {
@@ -346,7 +352,7 @@ fn plugins_json(state: &SharedState) -> Value {
             })
         })
         .collect();
-    json!({ "object": "list", "data": data })
+    json!({ "object": "list", "data": data, "refused": refused })
 }
 
 async fn plugins(State(state): State<SharedState>, _: Admin) -> Json<Value> {

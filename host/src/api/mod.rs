@@ -1,21 +1,25 @@
 //! HTTP routes. One file per endpoint family; this file holds the public and
 //! admin routers and the middleware every request passes through:
 //!
+//! 0. a doubled version prefix (`/v1/v1/...`) is undone before routing, so
+//!    SDKs that add `/v1` themselves work with the `/v1` base URL too;
 //! 1. a request id (header `X-Request-Id` on every response, and the suffix of
-//!    every error message), and the client address;
+//!    every error message), the client address, and the path's surface
+//!    (`protocol::surface`: the client protocol, its key places and error
+//!    envelope);
 //! 2. the per-address rate limit (public API only);
 //! 3. turning any error the framework produces by itself (unknown route,
 //!    wrong method, body too large, unreadable body) into the standard
 //!    envelope, so clients only ever see one error shape.
 
 pub mod admin;
-pub mod chat;
 pub mod dashboard;
 pub mod models;
+pub mod text;
 pub mod videos;
 
 use crate::auth::ReqInfo;
-use crate::error::{ApiError, Enveloped, REQUEST_ID};
+use crate::error::{ApiError, Enveloped, ENVELOPE, REQUEST_ID};
 use crate::ids::new_request_id;
 use crate::limits::{client_ip, RetryAfter};
 use crate::state::SharedState;
@@ -28,12 +32,20 @@ use axum::Router;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-/// The public API under `/v1`.
+/// The public API under `/v1` and `/v1beta`: every client protocol's routes
+/// (from the protocol table), then the rest.
 pub fn public_router(state: SharedState) -> Router {
     let body_limit = state.config.limits.max_body_bytes;
-    Router::new()
+    let mut router = Router::new();
+    for p in crate::protocol::ALL {
+        for route in p.routes {
+            router = router.route(route, post(text::call));
+        }
+    }
+    router
+        .route("/v1beta/models", get(models::gemini_list))
+        .route(crate::protocol::GEMINI.routes[0], get(models::gemini_get))
         .route("/v1/models", get(models::list))
-        .route("/v1/chat/completions", post(chat::completions))
         .route(
             "/v1/dashboard/billing/subscription",
             get(dashboard::subscription),
@@ -92,6 +104,24 @@ async fn public_context(
     with_context(ip, refused, state.config.limits.max_body_bytes, req, next).await
 }
 
+/// Undoes a doubled version prefix before routing (see `protocol::normalise_path`).
+pub fn normalise_prefix<B>(mut req: axum::http::Request<B>) -> axum::http::Request<B> {
+    if let Some(path) = crate::protocol::normalise_path(req.uri().path()) {
+        let mut parts = req.uri().clone().into_parts();
+        let pq = match req.uri().query() {
+            Some(q) => format!("{path}?{q}"),
+            None => path,
+        };
+        if let Ok(pq) = pq.parse() {
+            parts.path_and_query = Some(pq);
+            if let Ok(uri) = Uri::from_parts(parts) {
+                *req.uri_mut() = uri;
+            }
+        }
+    }
+    req
+}
+
 async fn admin_context(
     State(state): State<SharedState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -116,19 +146,24 @@ async fn with_context(
     next: Next,
 ) -> Response {
     let id = new_request_id();
+    let surface = crate::protocol::surface(req.uri().path());
     req.extensions_mut().insert(ReqInfo {
         id: id.clone(),
         ip,
         started: Instant::now(),
     });
+    req.extensions_mut().insert(surface);
     let mut resp = REQUEST_ID
-        .scope(id.clone(), async move {
-            if let Some(e) = refused {
-                return e.into_response();
-            }
-            let resp = next.run(req).await;
-            envelope_stray_error(resp, body_limit).await
-        })
+        .scope(
+            id.clone(),
+            ENVELOPE.scope(surface.envelope, async move {
+                if let Some(e) = refused {
+                    return e.into_response();
+                }
+                let resp = next.run(req).await;
+                envelope_stray_error(resp, body_limit).await
+            }),
+        )
         .await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);

@@ -1,17 +1,24 @@
-//! `GET /v1/models` (spec §4.1): the models enabled for this caller.
+//! The model lists: `GET /v1/models` (spec §4.1) in OpenAI's shape, and
+//! `GET /v1beta/models` / `GET /v1beta/models/{model}` in Gemini's, for the
+//! Google SDK's `models.list()` and `models.get()`.
 
 use crate::auth::Caller;
-use crate::state::SharedState;
-use axum::extract::State;
+use crate::error::ApiError;
+use crate::state::{AppState, SharedState};
+use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
+/// The models this caller may use and someone serves, with their owners.
+fn enabled<'a>(
+    state: &'a AppState,
+    caller: &'a Caller,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
     let catalog = &state.catalog;
-    let data: Vec<Value> = catalog
+    catalog
         .listed
         .iter()
-        .filter(|(id, _)| {
+        .filter(move |(id, _)| {
             // A model nobody serves is not enabled in any useful sense.
             let served = match catalog.video_models.get(id) {
                 Some(v) => !catalog.channels(v.concrete()).is_empty(),
@@ -19,7 +26,43 @@ pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Valu
             };
             served && caller.check_model(id).is_ok()
         })
+        .map(|(id, owner)| (id.as_str(), owner.as_str()))
+}
+
+pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
+    let data: Vec<Value> = enabled(&state, &caller)
         .map(|(id, owner)| json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }))
         .collect();
     Json(json!({ "object": "list", "data": data }))
+}
+
+fn gemini_model(id: &str) -> Value {
+    json!({
+        "name": format!("models/{id}"),
+        "version": "001",
+        "displayName": id,
+        "description": format!("{id}, served by the gateway"),
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
+    })
+}
+
+/// Text models only: the Gemini protocol has no video generation here.
+pub async fn gemini_list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
+    let models: Vec<Value> = enabled(&state, &caller)
+        .filter(|(id, _)| state.catalog.models.contains_key(*id))
+        .map(|(id, _)| gemini_model(id))
+        .collect();
+    Json(json!({ "models": models }))
+}
+
+pub async fn gemini_get(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(model): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = model.strip_prefix("models/").unwrap_or(&model);
+    enabled(&state, &caller)
+        .find(|(m, _)| *m == id && state.catalog.models.contains_key(*m))
+        .map(|(m, _)| Json(gemini_model(m)))
+        .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
 }

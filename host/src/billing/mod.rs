@@ -4,6 +4,7 @@ pub mod hold;
 pub mod ledger;
 pub mod money;
 pub mod text;
+pub mod usage;
 
 use crate::error::ApiError;
 use ledger::ReserveRefusal;

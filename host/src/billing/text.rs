@@ -1,23 +1,31 @@
 //! Token pricing for text calls.
 //!
-//! - Prompt tokens not served from the vendor's cache: the input price.
-//! - Cached prompt tokens: the cached-input price.
+//! - Prompt tokens neither read from nor written to the vendor's cache: the
+//!   input price.
+//! - Prompt tokens read from the cache: the cached-input price.
+//! - Prompt tokens written to the cache: the cache-write price (by default
+//!   the input price).
 //! - Completion tokens, reasoning included: the output price.
+//!
+//! Vendors count these differently (OpenAI's cached tokens are part of
+//! `prompt_tokens`, Anthropic's cache reads and writes come on top of
+//! `input_tokens`); the adapters convert to [`Usage`]'s definitions, so this
+//! one formula is right for all of them.
 //!
 //! Prices are quota units per 1M tokens; each part is rounded up to a whole
 //! unit, so a call is never billed below its cost.
 
 use super::money::{per_million, Quota};
+use super::usage::Usage;
 use crate::config::ModelConfig;
-use crate::plugins::bindings::types::Usage;
 
 /// What a call with this usage costs.
 pub fn cost(model: &ModelConfig, usage: &Usage) -> Quota {
-    let cached = usage.cached_tokens.min(usage.input_tokens);
-    let uncached = usage.input_tokens - cached;
-    per_million(uncached, model.input_price)
-        .saturating_add(per_million(cached, model.cached_input_price))
-        .saturating_add(per_million(usage.output_tokens, model.output_price))
+    let u = usage.clone().consistent();
+    per_million(u.uncached_input_tokens(), model.input_price)
+        .saturating_add(per_million(u.cache_read_tokens, model.cached_input_price))
+        .saturating_add(per_million(u.cache_write_tokens, model.cache_write_price))
+        .saturating_add(per_million(u.output_tokens, model.output_price))
 }
 
 /// What to hold before the call: the prompt estimate at the input price plus
@@ -46,6 +54,7 @@ mod tests {
             input_price: 1_000_000,
             output_price: 4_000_000,
             cached_input_price: 250_000,
+            cache_write_price: 1_250_000,
             default_max_tokens: None,
             policies: vec![],
             group: "default".into(),
@@ -57,20 +66,33 @@ mod tests {
         let u = Usage {
             input_tokens: 1_000,
             output_tokens: 500,
-            cached_tokens: 400,
+            cache_read_tokens: 400,
             reasoning_tokens: 300,
+            ..Usage::default()
         };
         // 600 uncached × 1 + 400 cached × 0.25 + 500 output (reasoning included) × 4
         assert_eq!(cost(&model(), &u), 600 + 100 + 2_000);
     }
 
     #[test]
+    fn cache_writes_are_priced_apart_from_reads_and_uncached_input() {
+        let u = Usage {
+            input_tokens: 1_000,
+            output_tokens: 10,
+            cache_read_tokens: 400,
+            cache_write_tokens: 200,
+            ..Usage::default()
+        };
+        // 400 uncached × 1 + 400 read × 0.25 + 200 written × 1.25 + 10 × 4
+        assert_eq!(cost(&model(), &u), 400 + 100 + 250 + 40);
+    }
+
+    #[test]
     fn cached_never_exceeds_input() {
         let u = Usage {
             input_tokens: 10,
-            output_tokens: 0,
-            cached_tokens: 50,
-            reasoning_tokens: 0,
+            cache_read_tokens: 50,
+            ..Usage::default()
         };
         assert_eq!(cost(&model(), &u), 3); // 10 × 0.25 rounded up
     }

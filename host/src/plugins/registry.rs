@@ -30,7 +30,7 @@ use wasmtime::component::Component;
 /// The WIT package version this host implements. Components must export our
 /// interfaces at a version with the same major (and, before 1.0, minor).
 pub const WIT_PACKAGE: &str = "gateway:plugin";
-pub const WIT_VERSION: (u64, u64, u64) = (0, 1, 0);
+pub const WIT_VERSION: (u64, u64, u64) = (0, 2, 0);
 
 /// WASI interfaces a guest may import: what Rust's wasm32-wasip2 std links
 /// against. Sockets and HTTP are deliberately absent.
@@ -63,7 +63,7 @@ pub struct PluginInfo {
 
 pub struct AdapterPlugin {
     pub info: PluginInfo,
-    pub vendor_protocol: String,
+    pub vendor_protocol: Protocol,
     pub client_protocols: Vec<Protocol>,
     pub auth: AuthScheme,
     pub pre: VendorAdapterPre<super::sandbox::GuestState>,
@@ -88,6 +88,8 @@ pub struct Registry {
     pub adapters: HashMap<String, Arc<AdapterPlugin>>,
     pub video: HashMap<String, Arc<VideoPlugin>>,
     pub policies: HashMap<String, Arc<PolicyPlugin>>,
+    /// Files that were refused, with why (the same text as the log line).
+    pub refused: Vec<(PathBuf, String)>,
     /// Files as last scanned: (path, size, modified), to notice changes.
     pub(crate) scan: Vec<(PathBuf, u64, Option<SystemTime>)>,
 }
@@ -205,7 +207,10 @@ fn detect_kind(sandbox: &Sandbox, component: &Component) -> Result<PluginKind, S
             .and_then(|r| r.split_once('@'))
         {
             check_version(v.1).map_err(|v| {
-                format!("imports {WIT_PACKAGE} at @{v}, this host implements @0.1.x")
+                format!(
+                    "imports {WIT_PACKAGE} at @{v}, but this host implements @{}.{}.{}",
+                    WIT_VERSION.0, WIT_VERSION.1, WIT_VERSION.2
+                )
             })?;
         }
     }
@@ -354,10 +359,9 @@ pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Re
                     || reg.video.contains_key(&name)
                     || reg.policies.contains_key(&name);
                 if taken {
-                    tracing::error!(
-                        "plugin {} refused: a plugin named `{name}` is already loaded",
-                        path.display()
-                    );
+                    let why = format!("a plugin named `{name}` is already loaded");
+                    tracing::error!("plugin {} refused: {why}", path.display());
+                    reg.refused.push((path.clone(), why));
                     continue;
                 }
                 tracing::info!("loaded {kind} `{name}` from {}", path.display());
@@ -373,7 +377,10 @@ pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Re
                     }
                 }
             }
-            Err(why) => tracing::error!("plugin {} refused: {why}", path.display()),
+            Err(why) => {
+                tracing::error!("plugin {} refused: {why}", path.display());
+                reg.refused.push((path.clone(), why));
+            }
         }
     }
     reg.scan = scan;
@@ -386,9 +393,10 @@ mod tests {
 
     #[test]
     fn versions() {
-        assert!(check_version("0.1.0").is_ok());
-        assert!(check_version("0.1.7").is_ok());
-        assert!(check_version("0.2.0").is_err());
+        assert!(check_version("0.2.0").is_ok());
+        assert!(check_version("0.2.7").is_ok());
+        assert!(check_version("0.1.0").is_err());
+        assert!(check_version("0.3.0").is_err());
         assert!(check_version("1.1.0").is_err());
         assert!(check_version("").is_err());
     }

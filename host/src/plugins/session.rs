@@ -4,13 +4,16 @@
 //! answer with; events it can frame). A guest answer that fails a check is a
 //! [`GuestFailure::Invalid`], reported like a trap.
 
-use super::bindings::adapter::exports::gateway::plugin::adapter::StreamEnd;
 use super::bindings::adapter::VendorAdapter;
 use super::bindings::policy::exports::gateway::plugin::policy::PatchOp;
-use super::bindings::types::{PluginError, RequestCtx, SseEvent, Usage};
+use super::bindings::types::{
+    Header, MeterKind as WitMeterKind, PluginError, Protocol, RequestBody, RequestCtx, SseEvent,
+    Usage as WitUsage,
+};
 use super::patch::Edit;
 use super::registry::{AdapterPlugin, PolicyPlugin};
 use super::sandbox::{guarded, GuestFailure, GuestState, Sandbox};
+use crate::billing::usage::{Meter, MeterKind, Usage};
 use crate::error::ApiError;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use std::sync::Arc;
@@ -86,6 +89,7 @@ impl From<GuestFailure> for ApiError {
                 status: 503,
                 code: "adapter_capacity".into(),
                 message: format!("all {n} adapter instances are busy; retry shortly"),
+                retry_after_secs: None,
             },
             GuestFailure::Deadline { budget_ms, .. } => {
                 ApiError::Adapter(format!("it exceeded its CPU deadline of {budget_ms} ms"))
@@ -101,6 +105,14 @@ impl From<GuestFailure> for ApiError {
     }
 }
 
+/// The body of a request the host sends upstream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OutboundBody {
+    Bytes(Vec<u8>),
+    /// The client's body as received, sent without passing through the guest.
+    ClientBody,
+}
+
 /// A request the host can send, checked.
 #[derive(Debug)]
 pub struct OutboundRequest {
@@ -108,8 +120,57 @@ pub struct OutboundRequest {
     /// Starts with `/`.
     pub path: String,
     pub headers: HeaderMap,
-    pub body: Vec<u8>,
+    pub body: OutboundBody,
     pub state: String,
+}
+
+/// How a translated stream ends, checked.
+#[derive(Debug)]
+pub struct StreamClose {
+    pub events: Vec<SseEvent>,
+    pub usage: Option<Usage>,
+    /// The vendor sent its protocol's finish marker.
+    pub complete: bool,
+}
+
+/// A guest's usage report in the host's terms, its parts clamped to their totals.
+pub fn host_usage(u: WitUsage) -> Usage {
+    Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+        reasoning_tokens: u.reasoning_tokens,
+        meters: u
+            .meters
+            .into_iter()
+            .map(|m| Meter {
+                kind: match m.kind {
+                    WitMeterKind::Images => MeterKind::Images,
+                    WitMeterKind::Characters => MeterKind::Characters,
+                    WitMeterKind::AudioMs => MeterKind::AudioMs,
+                    WitMeterKind::SearchUnits => MeterKind::SearchUnits,
+                    WitMeterKind::Requests => MeterKind::Requests,
+                },
+                quantity: m.quantity,
+                detail: m.detail,
+            })
+            .collect(),
+    }
+    .consistent()
+}
+
+/// Vendor headers as the guest receives them (names lower case; values
+/// that are not text are skipped).
+pub fn guest_headers(map: &HeaderMap) -> Vec<Header> {
+    map.iter()
+        .filter_map(|(name, value)| {
+            Some(Header {
+                name: name.as_str().to_string(),
+                value: value.to_str().ok()?.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// An answer the host can send to the client, checked.
@@ -128,6 +189,8 @@ pub struct MappedError {
     pub code: String,
     pub message: String,
     pub retryable: bool,
+    /// The vendor's `Retry-After`, passed on to the client.
+    pub retry_after_secs: Option<u32>,
 }
 
 fn invalid(store: &Store<GuestState>, detail: impl Into<String>) -> GuestFailure {
@@ -142,8 +205,8 @@ pub fn check_request(
     plugin: &str,
     method: &str,
     path: &str,
-    headers: Vec<super::bindings::types::Header>,
-    body: Vec<u8>,
+    headers: Vec<Header>,
+    body: RequestBody,
     state: String,
 ) -> Result<OutboundRequest, GuestFailure> {
     let bad = |d: String| GuestFailure::Invalid {
@@ -192,7 +255,10 @@ pub fn check_request(
         method,
         path: path.to_string(),
         headers: map,
-        body,
+        body: match body {
+            RequestBody::Bytes(b) => OutboundBody::Bytes(b),
+            RequestBody::ClientBody => OutboundBody::ClientBody,
+        },
         state,
     })
 }
@@ -259,13 +325,14 @@ impl AdapterSession {
         ctx: &RequestCtx,
         state: &str,
         status: u16,
+        headers: &[Header],
         body: &[u8],
     ) -> Result<ClientAnswer, AdapterError> {
         let api = self.inst.gateway_plugin_adapter();
         let r = guarded!(
             self.sandbox,
             self.store,
-            api.call_translate_response(&mut self.store, ctx, state, status, body)
+            api.call_translate_response(&mut self.store, ctx, state, status, headers, body)
         )?;
         let t = r.map_err(AdapterError::Plugin)?;
         let status = StatusCode::from_u16(t.status)
@@ -280,7 +347,7 @@ impl AdapterSession {
             status,
             content_type,
             body: t.body,
-            usage: t.usage,
+            usage: t.usage.map(host_usage),
         })
     }
 
@@ -288,13 +355,14 @@ impl AdapterSession {
         &mut self,
         ctx: &RequestCtx,
         status: u16,
+        headers: &[Header],
         body: &[u8],
     ) -> Result<MappedError, GuestFailure> {
         let api = self.inst.gateway_plugin_adapter();
         let e = guarded!(
             self.sandbox,
             self.store,
-            api.call_translate_error(&mut self.store, ctx, status, body)
+            api.call_translate_error(&mut self.store, ctx, status, headers, body)
         )?;
         let status = StatusCode::from_u16(e.status)
             .ok()
@@ -326,6 +394,8 @@ impl AdapterSession {
             code: e.code,
             message,
             retryable: e.retryable,
+            // A day is the most any client should be told to wait.
+            retry_after_secs: e.retry_after_secs.map(|s| s.min(86_400)),
         })
     }
 
@@ -359,7 +429,7 @@ impl AdapterSession {
         Ok(events)
     }
 
-    pub async fn finish(&mut self, translator: ResourceAny) -> Result<StreamEnd, AdapterError> {
+    pub async fn finish(&mut self, translator: ResourceAny) -> Result<StreamClose, AdapterError> {
         let api = self.inst.gateway_plugin_adapter().stream_translator();
         let r = guarded!(
             self.sandbox,
@@ -374,7 +444,11 @@ impl AdapterSession {
             self.store,
             translator.resource_drop_async(&mut self.store)
         );
-        Ok(end)
+        Ok(StreamClose {
+            events: end.events,
+            usage: end.usage.map(host_usage),
+            complete: end.complete,
+        })
     }
 }
 
@@ -490,12 +564,14 @@ impl VideoSession {
     }
 }
 
-/// Runs the named policies, in order, over a client body. Each policy gets
-/// its own instance; its edits are audited and applied before the next runs.
+/// Runs the named policies, in order, over a vendor request body written in
+/// `vendor` (the channel adapter's dialect). Each policy gets its own
+/// instance; its edits are audited and applied before the next runs.
 pub async fn run_policies(
     sandbox: &Arc<Sandbox>,
     policies: &[Arc<PolicyPlugin>],
     ctx: &RequestCtx,
+    vendor: Protocol,
     body: &mut serde_json::Value,
 ) -> Result<(), ApiError> {
     for p in policies {
@@ -506,7 +582,7 @@ pub async fn run_policies(
         let ops = guarded!(
             sandbox,
             store,
-            api.call_rewrite_request(&mut store, ctx, &bytes)
+            api.call_rewrite_request(&mut store, ctx, vendor, &bytes)
         )?;
         let ops = ops.map_err(AdapterError::Plugin)?;
         for op in ops {
@@ -535,7 +611,6 @@ pub async fn run_policies(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::bindings::types::Header;
 
     fn h(n: &str, v: &str) -> Header {
         Header {
@@ -551,7 +626,7 @@ mod tests {
             "POST",
             "/chat/completions?x=1",
             vec![h("content-type", "application/json")],
-            vec![],
+            RequestBody::Bytes(vec![]),
             String::new(),
         );
         assert!(ok.is_ok());
@@ -565,7 +640,7 @@ mod tests {
             ("POST", "/x", vec![h("x-ok", "line\nbreak")]),
         ] {
             assert!(
-                check_request("p", m, p, hs, vec![], String::new()).is_err(),
+                check_request("p", m, p, hs, RequestBody::ClientBody, String::new()).is_err(),
                 "{m} {p}"
             );
         }

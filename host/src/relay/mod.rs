@@ -1,6 +1,7 @@
 //! Getting a client's call to a vendor and the answer back: channel choice
 //! and failover, upstream HTTP, streaming.
 
+pub mod charge;
 pub mod stream;
 pub mod text;
 pub mod upstream;

@@ -1,18 +1,20 @@
 //! Relaying a streamed answer: vendor bytes → whole events (host framing) →
 //! the adapter's stream translator → client events, as they arrive.
 //!
-//! A background task owns the vendor stream and the guest store. If the
-//! client goes away, the task keeps reading the vendor stream to its end (each
-//! wait bounded by the idle timeout) so the usage the vendor will charge is
-//! known and billed. If the vendor stream breaks, the client gets an error
-//! event instead of `[DONE]`, and whatever usage the vendor had reported by
-//! then is billed.
+//! A background task owns the vendor stream, the guest store and the call's
+//! [`Charge`]. If the client goes away, the task keeps reading the vendor
+//! stream to its end (each wait bounded by the idle timeout) so the usage
+//! the vendor will charge is known and billed. If the vendor stream breaks,
+//! stalls, or ends without its protocol's finish marker, the client gets its
+//! protocol's error event instead of the closing events — a cut answer never
+//! looks complete — and whatever usage the vendor had reported by then is
+//! billed.
 
-use super::text::{sse_headers, CallRecord};
-use crate::billing::hold::Hold;
-use crate::error::{ApiError, REQUEST_ID};
-use crate::plugins::bindings::types::{SseEvent, Usage};
-use crate::plugins::session::AdapterSession;
+use super::charge::Charge;
+use super::text::sse_headers;
+use crate::error::{ApiError, Envelope, REQUEST_ID};
+use crate::plugins::bindings::types::SseEvent;
+use crate::plugins::session::{AdapterError, AdapterSession};
 use crate::sse;
 use axum::body::Body;
 use axum::response::Response;
@@ -22,22 +24,24 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use wasmtime::component::ResourceAny;
 
-pub(crate) struct StreamJob {
+/// A vendor stream with its translator, ready to relay.
+pub(crate) struct Opened {
     pub session: AdapterSession,
     pub translator: ResourceAny,
     pub upstream: reqwest::Response,
-    pub hold: Hold,
-    pub record: CallRecord,
-    pub permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    pub idle_timeout: Duration,
 }
 
 /// Starts the relay task and returns the streaming response.
-pub(crate) fn respond(job: StreamJob) -> Response {
+pub(crate) fn respond(
+    opened: Opened,
+    charge: Charge,
+    envelope: Envelope,
+    idle_timeout: Duration,
+) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
-    let request_id = job.record.caller.info.id.clone();
-    tokio::spawn(REQUEST_ID.scope(request_id, pump(job, tx)));
+    let request_id = charge.request_id().to_string();
+    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, envelope, idle_timeout, tx)));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -73,16 +77,18 @@ impl Client {
     }
 }
 
-async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
-    let StreamJob {
+async fn pump(
+    opened: Opened,
+    charge: Charge,
+    envelope: Envelope,
+    idle_timeout: Duration,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let Opened {
         mut session,
         translator,
         upstream,
-        hold,
-        record,
-        permit,
-        idle_timeout,
-    } = job;
+    } = opened;
     let mut client = Client { tx, gone: false };
     let mut events = Box::pin(sse::events(
         upstream.bytes_stream(),
@@ -113,7 +119,7 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
         match session.push(translator, &ev).await {
             Ok(out) => client.send(encode(&out)).await,
             Err(e) => {
-                guest_broken = matches!(e, crate::plugins::session::AdapterError::Guest(_));
+                guest_broken = matches!(e, AdapterError::Guest(_));
                 failure = Some(e.into());
                 break;
             }
@@ -121,14 +127,18 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
     }
     // Ask the translator for the usage even after a failure: a vendor that
     // reported usage before breaking is billed for it.
-    let mut usage: Option<Usage> = None;
+    let mut usage = None;
     let mut closing = Bytes::new();
     if !guest_broken {
         match session.finish(translator).await {
             Ok(end) => {
                 usage = end.usage;
                 if failure.is_none() {
-                    closing = encode(&end.events);
+                    if end.complete {
+                        closing = encode(&end.events);
+                    } else {
+                        failure = Some(ApiError::UpstreamIncomplete);
+                    }
                 }
             }
             Err(e) if failure.is_none() => failure = Some(e.into()),
@@ -137,11 +147,10 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
     }
     let (status, note) = match &failure {
         Some(e) => {
-            let body = e.body(&record.caller.info.id);
-            closing = encode(&[SseEvent {
-                event: None,
-                data: body.to_string(),
-            }]);
+            let ev = e.stream_event(envelope, charge.request_id());
+            let mut out = Vec::new();
+            sse::encode(ev.event, &ev.data, &mut out);
+            closing = Bytes::from(out);
             (e.status().as_u16(), Some(e.to_string()))
         }
         None if client.gone => (
@@ -150,10 +159,8 @@ async fn pump(job: StreamJob, tx: mpsc::Sender<Bytes>) {
         ),
         None => (200, None),
     };
-    // Settle before the client sees the end of the stream (`[DONE]`): a call
-    // the client saw complete must never be lost to a crash in between.
-    record.settle(hold, usage.as_ref(), status, note).await;
+    // Settle before the client sees the end of the stream: a call the client
+    // saw complete must never be lost to a crash in between.
+    charge.settle(usage.as_ref(), status, note).await;
     client.send(closing).await;
-    drop(client);
-    drop(permit);
 }

@@ -3,7 +3,7 @@
 
 use crate::config::ChannelConfig;
 use crate::plugins::bindings::types::AuthScheme;
-use crate::plugins::session::OutboundRequest;
+use crate::plugins::session::{OutboundBody, OutboundRequest};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +20,14 @@ pub fn url(channel: &ChannelConfig, path: &str) -> String {
 }
 
 /// Builds the request with the credential in the place the adapter named.
+/// `client_body` is what goes upstream when the adapter asked for the
+/// client's body as it is.
 pub fn build(
     http: &reqwest::Client,
     channel: &ChannelConfig,
     auth: AuthScheme,
     req: OutboundRequest,
+    client_body: &bytes::Bytes,
 ) -> reqwest::RequestBuilder {
     let mut b = http
         .request(req.method, url(channel, &req.path))
@@ -37,10 +40,11 @@ pub fn build(
             AuthScheme::None => b,
         };
     }
-    if !req.body.is_empty() {
-        b = b.body(req.body);
+    match req.body {
+        OutboundBody::Bytes(bytes) if bytes.is_empty() => b,
+        OutboundBody::Bytes(bytes) => b.body(bytes),
+        OutboundBody::ClientBody => b.body(client_body.clone()),
     }
-    b
 }
 
 /// Sends and waits for the response head, at most `timeout`.

@@ -115,8 +115,13 @@ pub struct UsageRecord {
     pub token_id: Option<String>,
     pub model: String,
     pub channel: Option<String>,
+    /// All prompt tokens (cache reads and writes included).
     pub input_tokens: u64,
+    /// The part of `input_tokens` read from the vendor's cache.
     pub cached_tokens: u64,
+    /// The part of `input_tokens` written to the vendor's cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
     /// Quota units charged.

@@ -78,7 +78,7 @@ pub async fn download(
         .ok_or_else(|| ApiError::NoChannel(task.model.clone()))?;
     let mut session = VideoSession::start(&state.plugins.sandbox, plugin, &caller.info.id).await?;
     let out = session.build_content(up).await?;
-    let mut req = upstream::build(&state.http, ch, plugin.auth, out);
+    let mut req = upstream::build(&state.http, ch, plugin.auth, out, &bytes::Bytes::new());
     if let Some(range) = client_headers.get(header::RANGE) {
         req = req.header(header::RANGE, range.clone());
     }
@@ -107,6 +107,7 @@ pub async fn download(
                 status: 502,
                 code: "upstream_error".into(),
                 message: format!("fetching the video from the upstream failed with status {other}"),
+                retry_after_secs: None,
             })
         }
     }

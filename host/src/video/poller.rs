@@ -375,7 +375,7 @@ async fn submit_upstream(state: &SharedState, task: &VideoTask) -> Step {
                 .map_err(|e| e.to_string())?;
             let out = s.build_submit(&req).await.map_err(|e| e.to_string())?;
             let resp = upstream::send(
-                upstream::build(&state.http, &ch, plugin.auth, out),
+                upstream::build(&state.http, &ch, plugin.auth, out, &bytes::Bytes::new()),
                 state.config.video.content_timeout,
             )
             .await
@@ -418,7 +418,7 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
             .map_err(|e| e.to_string())?;
         let out = s.build_poll(upstream_id).await.map_err(|e| e.to_string())?;
         let resp = upstream::send(
-            upstream::build(&state.http, ch, plugin.auth, out),
+            upstream::build(&state.http, ch, plugin.auth, out, &bytes::Bytes::new()),
             state.config.video.content_timeout,
         )
         .await

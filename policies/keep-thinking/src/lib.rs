@@ -1,31 +1,132 @@
 //! The `keep-thinking` policy: for a model whose thinking phase cannot be
 //! switched off (spec §4.3), the switches that would ask for that are removed
-//! so the upstream neither rejects the call nor is asked for the impossible.
+//! from the vendor request, in the vendor's spelling, so the upstream is
+//! neither asked for the impossible nor rejects the call.
 
-mod rewrite;
-
-wit_bindgen::generate!({
-    path: "../../wit",
-    world: "model-policy",
-});
-
-use exports::gateway::plugin::policy::{Guest, PatchOp, PluginError, PolicyDescriptor, RequestCtx};
+use gateway_guest_sdk::bindings::types::{Protocol, RequestCtx};
+use gateway_guest_sdk::policy::{Edit, Policy, PolicyInfo};
+use gateway_guest_sdk::TranslateError;
+use serde_json::Value;
 
 struct KeepThinking;
 
-impl Guest for KeepThinking {
-    fn describe() -> PolicyDescriptor {
-        PolicyDescriptor {
-            name: "keep-thinking".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            summary: "removes requests to switch thinking off, for models that always think"
-                .to_owned(),
+fn remove(p: &str) -> Edit {
+    Edit::Remove(p.to_owned())
+}
+
+fn is(body: &Value, pointer: &str, value: Value) -> bool {
+    body.pointer(pointer) == Some(&value)
+}
+
+/// Each spelling of "no thinking" in the vendor's dialect; switches asking
+/// for thinking, and other values, are left alone.
+fn edits(vendor: Protocol, body: &Value) -> Vec<Edit> {
+    let mut out = Vec::new();
+    match vendor {
+        Protocol::Gemini => {
+            let budget = "/generationConfig/thinkingConfig/thinkingBudget";
+            if is(body, budget, Value::from(0)) {
+                out.push(remove(budget));
+            }
+        }
+        Protocol::AnthropicMessages => {
+            if is(body, "/thinking/type", "disabled".into()) {
+                out.push(remove("/thinking"));
+            }
+        }
+        Protocol::OpenaiResponses => {
+            if is(body, "/reasoning/effort", "none".into()) {
+                out.push(remove("/reasoning/effort"));
+            }
+        }
+        _ => {
+            if is(body, "/enable_thinking", Value::Bool(false)) {
+                out.push(remove("/enable_thinking"));
+            }
+            if is(body, "/thinking/type", "disabled".into()) {
+                out.push(remove("/thinking"));
+            }
+            if is(body, "/reasoning_effort", "none".into()) {
+                out.push(remove("/reasoning_effort"));
+            }
+        }
+    }
+    out
+}
+
+impl Policy for KeepThinking {
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "keep-thinking",
+            version: env!("CARGO_PKG_VERSION"),
+            summary: "removes requests to switch thinking off, for models that always think",
         }
     }
 
-    fn rewrite_request(_ctx: RequestCtx, body: Vec<u8>) -> Result<Vec<PatchOp>, PluginError> {
-        rewrite::rewrite(&body)
+    fn rewrite(
+        _ctx: &RequestCtx,
+        vendor: Protocol,
+        body: &Value,
+    ) -> Result<Vec<Edit>, TranslateError> {
+        Ok(edits(vendor, body))
     }
 }
 
-export!(KeepThinking);
+gateway_guest_sdk::export_policy!(KeepThinking);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn removes_every_way_of_switching_thinking_off() {
+        assert_eq!(
+            edits(
+                Protocol::OpenaiChat,
+                &json!({"enable_thinking": false, "thinking": {"type": "disabled"},
+                        "reasoning_effort": "none"})
+            ),
+            [
+                remove("/enable_thinking"),
+                remove("/thinking"),
+                remove("/reasoning_effort")
+            ]
+        );
+        assert_eq!(
+            edits(
+                Protocol::AnthropicMessages,
+                &json!({"thinking": {"type": "disabled"}})
+            ),
+            [remove("/thinking")]
+        );
+        assert_eq!(
+            edits(
+                Protocol::Gemini,
+                &json!({"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}})
+            ),
+            [remove("/generationConfig/thinkingConfig/thinkingBudget")]
+        );
+    }
+
+    #[test]
+    fn keeps_switches_that_ask_for_thinking() {
+        assert!(edits(
+            Protocol::OpenaiChat,
+            &json!({"enable_thinking": true, "thinking": {"type": "enabled", "budget_tokens": 1024},
+                    "reasoning_effort": "high"})
+        )
+        .is_empty());
+        assert!(edits(
+            Protocol::AnthropicMessages,
+            &json!({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+        )
+        .is_empty());
+        assert!(edits(
+            Protocol::Gemini,
+            &json!({"generationConfig": {"thinkingConfig": {"thinkingBudget": 512}}})
+        )
+        .is_empty());
+        assert!(edits(Protocol::OpenaiChat, &json!({"enable_thinking": "false"})).is_empty());
+    }
+}

@@ -183,7 +183,8 @@ mod tests {
             vec![StreamEvent::Usage(Usage {
                 input_tokens: 3,
                 output_tokens: 4,
-                cached_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
                 reasoning_tokens: 0,
             })]
         );
@@ -237,7 +238,8 @@ mod tests {
         let usage = Usage {
             input_tokens: 5,
             output_tokens: 6,
-            cached_tokens: 1,
+            cache_read_tokens: 1,
+            cache_write_tokens: 0,
             reasoning_tokens: 2,
         };
         let chunk = encode_usage_chunk(&meta(), &usage);

@@ -148,7 +148,8 @@ mod tests {
             Some(Usage {
                 input_tokens: 10,
                 output_tokens: 20,
-                cached_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
                 reasoning_tokens: 15,
             })
         );

@@ -18,7 +18,9 @@ pub fn parse_usage(value: &Value) -> Option<Usage> {
     let usage = Usage {
         input_tokens: count_member(value, "prompt_tokens").unwrap_or(0),
         output_tokens: count_member(value, "completion_tokens").unwrap_or(0),
-        cached_tokens: detail("prompt_tokens_details", "cached_tokens"),
+        cache_read_tokens: detail("prompt_tokens_details", "cached_tokens"),
+        // Not part of OpenAI's own shape; some compatible vendors report it.
+        cache_write_tokens: detail("prompt_tokens_details", "cache_write_tokens"),
         reasoning_tokens: detail("completion_tokens_details", "reasoning_tokens"),
     };
     Some(usage.consistent())
@@ -30,7 +32,7 @@ pub fn encode_usage(usage: &Usage) -> Value {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens(),
-        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     })
 }
@@ -68,7 +70,8 @@ mod tests {
             Some(Usage {
                 input_tokens: 12,
                 output_tokens: 3,
-                cached_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
                 reasoning_tokens: 0,
             })
         );
@@ -88,7 +91,8 @@ mod tests {
             Some(Usage {
                 input_tokens: 100,
                 output_tokens: 50,
-                cached_tokens: 40,
+                cache_read_tokens: 40,
+                cache_write_tokens: 0,
                 reasoning_tokens: 30,
             })
         );

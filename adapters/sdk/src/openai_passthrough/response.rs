@@ -74,7 +74,8 @@ mod tests {
             Some(Usage {
                 input_tokens: 9,
                 output_tokens: 2,
-                cached_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
                 reasoning_tokens: 0,
             })
         );

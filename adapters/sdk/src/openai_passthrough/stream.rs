@@ -14,6 +14,8 @@ use crate::TranslateError;
 pub struct StreamClose {
     pub events: Vec<String>,
     pub usage: Option<Usage>,
+    /// Whether the vendor finished the stream (`[DONE]` or a `finish_reason`).
+    pub complete: bool,
 }
 
 /// Relays an OpenAI chat stream event by event.
@@ -33,6 +35,8 @@ pub struct StreamRelay {
     /// The vendor's usage object, details filled in, as the client sees it.
     usage_json: Option<Value>,
     usage: Option<Usage>,
+    /// `[DONE]` or a chunk with a `finish_reason` arrived.
+    finished: bool,
 }
 
 impl StreamRelay {
@@ -44,6 +48,7 @@ impl StreamRelay {
             held: None,
             usage_json: None,
             usage: None,
+            finished: false,
         }
     }
 
@@ -52,7 +57,11 @@ impl StreamRelay {
         let data = data.trim();
         // `[DONE]` is re-emitted by `finish`, after anything still held.
         // Empty events are keep-alives and mean nothing to a client.
-        if data.is_empty() || data == "[DONE]" {
+        if data == "[DONE]" {
+            self.finished = true;
+            return Ok(Vec::new());
+        }
+        if data.is_empty() {
             return Ok(Vec::new());
         }
         let mut chunk: Value = serde_json::from_str(data).map_err(|err| {
@@ -74,6 +83,7 @@ impl StreamRelay {
         let has_choices = choices.is_some_and(|c| !c.is_empty());
         let finishes =
             choices.is_some_and(|c| c.iter().any(|ch| has_non_null(ch, "finish_reason")));
+        self.finished |= finishes;
 
         if self.client_wants_usage {
             ensure_usage_member(&mut chunk);
@@ -104,6 +114,7 @@ impl StreamRelay {
         StreamClose {
             events,
             usage: self.usage,
+            complete: self.finished,
         }
     }
 
@@ -188,7 +199,8 @@ mod tests {
         Usage {
             input_tokens: 7,
             output_tokens: 3,
-            cached_tokens: 2,
+            cache_read_tokens: 2,
+            cache_write_tokens: 0,
             reasoning_tokens: 0,
         }
     }

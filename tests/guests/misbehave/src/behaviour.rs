@@ -1,4 +1,4 @@
-use crate::exports::gateway::plugin::adapter::RequestCtx;
+use gateway_guest_sdk::bindings::types::RequestCtx;
 
 /// What the guest does, chosen by the channel's upstream model name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,37 +4,49 @@
 //! the next call normally.
 //!
 //! The channel's upstream model name picks the misbehaviour (see
-//! [`behaviour::Behaviour`]); any other name gets a plain OpenAI passthrough.
+//! [`behaviour::Behaviour`]); any other name gets what the SDK's driver does
+//! for an OpenAI chat vendor. Unlike a real adapter it implements the WIT
+//! interface by hand, because it must be able to break every call.
 
 mod behaviour;
-mod convert;
-mod passthrough;
 mod sabotage;
 
-wit_bindgen::generate!({
-    path: "../../../wit",
-    world: "vendor-adapter",
-});
-
 use behaviour::Behaviour;
-use exports::gateway::plugin::adapter::{
-    Descriptor, Guest, PluginError, RequestCtx, Translated, UpstreamError, UpstreamRequest,
+use gateway_guest_sdk::bindings::adapter::exports::gateway::plugin::adapter::{
+    Guest, GuestStreamTranslator, StreamEnd,
 };
-use gateway::plugin::types::{AuthScheme, Protocol};
+use gateway_guest_sdk::bindings::types::{
+    AuthScheme, Descriptor, Header, PluginError, Protocol, RequestCtx, SseEvent, Translated,
+    UpstreamError, UpstreamRequest,
+};
+use gateway_guest_sdk::driver::{Driver, StreamDriver};
+use gateway_guest_sdk::{TranslateError, Vendor, VendorInfo};
+
+/// The well-behaved side: an OpenAI chat vendor, like the `openai` adapter.
+struct Plain;
+
+impl Vendor for Plain {
+    fn info() -> VendorInfo {
+        VendorInfo::new(
+            "misbehave",
+            env!("CARGO_PKG_VERSION"),
+            Protocol::OpenaiChat,
+            AuthScheme::Bearer,
+        )
+    }
+
+    fn path(_ctx: &RequestCtx) -> Result<String, TranslateError> {
+        Ok("/chat/completions".to_owned())
+    }
+}
 
 struct Misbehave;
 
 impl Guest for Misbehave {
-    type StreamTranslator = passthrough::Translator;
+    type StreamTranslator = Translator;
 
     fn describe() -> Descriptor {
-        Descriptor {
-            name: "misbehave".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            vendor_protocol: "openai-v1".to_owned(),
-            client_protocols: vec![Protocol::OpenaiChat],
-            auth: AuthScheme::Bearer,
-        }
+        Driver::<Plain>::describe()
     }
 
     fn translate_request(ctx: RequestCtx, body: Vec<u8>) -> Result<UpstreamRequest, PluginError> {
@@ -44,26 +56,60 @@ impl Guest for Misbehave {
             Behaviour::Trap => sabotage::trap(),
             Behaviour::Garbage => Ok(sabotage::garbage_request()),
             Behaviour::GarbageResponse | Behaviour::LoopStream | Behaviour::Normal => {
-                passthrough::translate_request(&ctx, &body)
+                Driver::<Plain>::translate_request(ctx, body)
             }
         }
     }
 
     fn translate_response(
         ctx: RequestCtx,
-        _state: String,
-        _status: u16,
+        state: String,
+        status: u16,
+        headers: Vec<Header>,
         body: Vec<u8>,
     ) -> Result<Translated, PluginError> {
         match Behaviour::of(&ctx) {
             Behaviour::GarbageResponse => Ok(sabotage::garbage_response()),
-            _ => passthrough::translate_response(&ctx, &body),
+            _ => Driver::<Plain>::translate_response(ctx, state, status, headers, body),
         }
     }
 
-    fn translate_error(_ctx: RequestCtx, status: u16, body: Vec<u8>) -> UpstreamError {
-        passthrough::translate_error(status, &body)
+    fn translate_error(
+        ctx: RequestCtx,
+        status: u16,
+        headers: Vec<Header>,
+        body: Vec<u8>,
+    ) -> UpstreamError {
+        Driver::<Plain>::translate_error(ctx, status, headers, body)
     }
 }
 
-export!(Misbehave);
+/// The driver's stream translator; under `loop-stream` its `push` never returns.
+pub struct Translator {
+    inner: StreamDriver<Plain>,
+    spin_on_push: bool,
+}
+
+impl GuestStreamTranslator for Translator {
+    fn new(ctx: RequestCtx, state: String) -> Self {
+        Self {
+            spin_on_push: Behaviour::of(&ctx) == Behaviour::LoopStream,
+            inner: StreamDriver::new(ctx, state),
+        }
+    }
+
+    fn push(&self, ev: SseEvent) -> Result<Vec<SseEvent>, PluginError> {
+        if self.spin_on_push {
+            sabotage::spin_forever();
+        }
+        self.inner.push(ev)
+    }
+
+    fn finish(&self) -> Result<StreamEnd, PluginError> {
+        self.inner.finish()
+    }
+}
+
+gateway_guest_sdk::bindings::adapter::export_vendor_adapter!(
+    Misbehave with_types_in gateway_guest_sdk::bindings::adapter
+);

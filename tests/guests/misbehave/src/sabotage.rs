@@ -4,8 +4,7 @@
 
 use std::hint::black_box;
 
-use crate::exports::gateway::plugin::adapter::{Translated, UpstreamRequest};
-use crate::gateway::plugin::types::Header;
+use gateway_guest_sdk::bindings::types::{Header, RequestBody, Translated, UpstreamRequest};
 
 /// Spins until the host's epoch deadline interrupts it.
 pub fn spin_forever() -> ! {
@@ -46,7 +45,7 @@ pub fn garbage_request() -> UpstreamRequest {
             name: "bad header\n".to_owned(),
             value: "x".to_owned(),
         }],
-        body: vec![0xFF; 4],
+        body: RequestBody::Bytes(vec![0xFF; 4]),
         state: String::new(),
     }
 }
@@ -71,7 +70,7 @@ mod tests {
         assert_eq!(request.method, "NOT A METHOD");
         assert_eq!(request.path, "no-leading-slash\r\nx");
         assert_eq!(request.headers[0].name, "bad header\n");
-        assert_eq!(request.body, [0xFF; 4]);
+        assert_eq!(request.body, RequestBody::Bytes(vec![0xFF; 4]));
         let response = garbage_response();
         assert_eq!(response.status, 0);
         assert_eq!(response.content_type, "\n");

@@ -1,0 +1,158 @@
+//! The WIT glue every text adapter shares: `Driver<V>` implements the
+//! `adapter` interface for any [`Vendor`], and [`crate::export_adapter!`]
+//! exports it. The translation itself lives in [`crate::translate`], in plain
+//! functions that run (and are tested) natively.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+use crate::bindings::adapter::exports::gateway::plugin::adapter::{
+    Guest, GuestStreamTranslator, StreamEnd,
+};
+use crate::bindings::types::{
+    Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, Translated, UpstreamError,
+    UpstreamRequest, Usage as WitUsage,
+};
+use crate::canonical::Usage;
+use crate::errors::retry_after_secs;
+use crate::translate;
+use crate::vendor::{header, Vendor};
+use crate::TranslateError;
+
+/// The adapter for vendor `V`.
+pub struct Driver<V>(PhantomData<V>);
+
+/// One stream's translator for vendor `V`. WIT resource methods take
+/// `&self`, hence the `RefCell`; an instance is single-threaded.
+pub struct StreamDriver<V> {
+    stream: RefCell<translate::Stream>,
+    _vendor: PhantomData<V>,
+}
+
+pub fn plugin_error(err: TranslateError) -> PluginError {
+    match err {
+        TranslateError::InvalidRequest(m) => PluginError::InvalidRequest(m),
+        TranslateError::Unsupported(m) => PluginError::Unsupported(m),
+        TranslateError::UpstreamFormat(m) => PluginError::UpstreamFormat(m),
+    }
+}
+
+pub fn wit_usage(u: Usage) -> WitUsage {
+    WitUsage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        cache_read_tokens: u.cache_read_tokens,
+        cache_write_tokens: u.cache_write_tokens,
+        reasoning_tokens: u.reasoning_tokens,
+        meters: Vec::new(),
+    }
+}
+
+impl<V: Vendor> Guest for Driver<V> {
+    type StreamTranslator = StreamDriver<V>;
+
+    fn describe() -> Descriptor {
+        let info = V::info();
+        Descriptor {
+            name: info.name.to_owned(),
+            version: info.version.to_owned(),
+            vendor_protocol: info.protocol,
+            client_protocols: info.client_protocols.to_vec(),
+            auth: info.auth,
+        }
+    }
+
+    fn translate_request(ctx: RequestCtx, body: Vec<u8>) -> Result<UpstreamRequest, PluginError> {
+        let prepared = translate::request(V::info().protocol, &ctx, &body)
+            .and_then(|p| Ok((V::path(&ctx)?, p)));
+        let (path, prepared) = prepared.map_err(|e| {
+            crate::log::debug(&format!("request refused: {e}"));
+            plugin_error(e)
+        })?;
+        let mut headers = vec![header("content-type", "application/json")];
+        headers.extend(V::headers(&ctx));
+        Ok(UpstreamRequest {
+            method: "POST".to_owned(),
+            path,
+            headers,
+            body: RequestBody::Bytes(prepared.body),
+            state: prepared.state,
+        })
+    }
+
+    fn translate_response(
+        ctx: RequestCtx,
+        state: String,
+        _status: u16,
+        _headers: Vec<Header>,
+        body: Vec<u8>,
+    ) -> Result<Translated, PluginError> {
+        let finished =
+            translate::response(V::info().protocol, &ctx, &state, &body).map_err(|e| {
+                crate::log::warn(&format!("unreadable answer: {e}"));
+                plugin_error(e)
+            })?;
+        Ok(Translated {
+            // Whatever 2xx the vendor used, the client asked for an answer and got one.
+            status: 200,
+            content_type: "application/json".to_owned(),
+            body: finished.body,
+            usage: finished.usage.map(wit_usage),
+        })
+    }
+
+    fn translate_error(
+        _ctx: RequestCtx,
+        status: u16,
+        headers: Vec<Header>,
+        body: Vec<u8>,
+    ) -> UpstreamError {
+        let failure = V::map_error(status, &headers, &body);
+        UpstreamError {
+            status: failure.status,
+            code: failure.code.to_owned(),
+            message: failure.message,
+            retryable: failure.retryable,
+            retry_after_secs: retry_after_secs(&headers),
+        }
+    }
+}
+
+impl<V: Vendor> GuestStreamTranslator for StreamDriver<V> {
+    fn new(ctx: RequestCtx, state: String) -> Self {
+        Self {
+            stream: RefCell::new(translate::Stream::new(V::info().protocol, &ctx, &state)),
+            _vendor: PhantomData,
+        }
+    }
+
+    fn push(&self, ev: SseEvent) -> Result<Vec<SseEvent>, PluginError> {
+        self.stream.borrow_mut().push(&ev).map_err(plugin_error)
+    }
+
+    fn finish(&self) -> Result<StreamEnd, PluginError> {
+        let end = self.stream.borrow_mut().finish();
+        if end.usage.is_none() {
+            crate::log::warn("vendor stream ended without a usage report");
+        }
+        if !end.complete {
+            crate::log::warn("vendor stream ended without its finish marker");
+        }
+        Ok(StreamEnd {
+            events: end.events,
+            usage: end.usage.map(wit_usage),
+            complete: end.complete,
+        })
+    }
+}
+
+/// Exports `Driver<$vendor>` as this component's `adapter` interface.
+#[macro_export]
+macro_rules! export_adapter {
+    ($vendor:ty) => {
+        type __GatewayAdapterDriver = $crate::driver::Driver<$vendor>;
+        $crate::bindings::adapter::export_vendor_adapter!(
+            __GatewayAdapterDriver with_types_in $crate::bindings::adapter
+        );
+    };
+}

@@ -1,0 +1,493 @@
+//! The client protocols the gateway serves, one table row each: the routes
+//! that speak it, how the host reads a request's head (model, stream, output
+//! cap, prompt size for the hold), where its key is, and its error envelope.
+//! The router, the key lookup, error rendering and stream error events all
+//! read these rows, so a protocol's facts live in one place.
+//!
+//! Paths that belong to no text protocol (models, videos, dashboards) use
+//! [`DEFAULT_SURFACE`]: the OpenAI envelope and an OpenAI or Anthropic key.
+//! The Gemini listing routes under `/v1beta` share the Gemini row's surface.
+
+use crate::billing::text::estimate_prompt_tokens;
+use crate::error::{ApiError, Envelope};
+use crate::plugins::bindings::types::Protocol;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Where a client may present its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyPlace {
+    /// `Authorization: Bearer <key>`
+    Bearer,
+    /// `x-api-key: <key>`
+    XApiKey,
+    /// `x-goog-api-key: <key>`
+    XGoogApiKey,
+    /// `?key=<key>` in the query string (the Gemini protocol only).
+    QueryKey,
+}
+
+/// What the host reads of a text request before handing it to an adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub model: String,
+    pub stream: bool,
+    /// The most output tokens the client allows, if it said (or its
+    /// protocol's default).
+    pub max_output_tokens: Option<u64>,
+    /// A generous estimate of the prompt's tokens, for the hold.
+    pub prompt_tokens_estimate: u64,
+}
+
+/// One client protocol.
+pub struct ClientProtocol {
+    pub protocol: Protocol,
+    /// For log lines and docs.
+    pub name: &'static str,
+    /// `POST` routes (axum path patterns) that speak it.
+    pub routes: &'static [&'static str],
+    pub keys: &'static [KeyPlace],
+    pub envelope: Envelope,
+    read_head: fn(&[u8], &str) -> Result<Head, ApiError>,
+}
+
+impl ClientProtocol {
+    /// Reads the head of a request body that arrived on `path`.
+    pub fn head(&self, body: &[u8], path: &str) -> Result<Head, ApiError> {
+        (self.read_head)(body, path)
+    }
+}
+
+impl std::fmt::Debug for ClientProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+const OPENAI_KEYS: &[KeyPlace] = &[KeyPlace::Bearer];
+
+pub static OPENAI_CHAT: ClientProtocol = ClientProtocol {
+    protocol: Protocol::OpenaiChat,
+    name: "openai-chat",
+    routes: &["/v1/chat/completions"],
+    keys: OPENAI_KEYS,
+    envelope: Envelope::OpenAi,
+    read_head: chat_head,
+};
+
+pub static OPENAI_COMPLETIONS: ClientProtocol = ClientProtocol {
+    protocol: Protocol::OpenaiCompletions,
+    name: "openai-completions",
+    routes: &["/v1/completions"],
+    keys: OPENAI_KEYS,
+    envelope: Envelope::OpenAi,
+    read_head: completions_head,
+};
+
+pub static OPENAI_RESPONSES: ClientProtocol = ClientProtocol {
+    protocol: Protocol::OpenaiResponses,
+    name: "openai-responses",
+    routes: &["/v1/responses"],
+    keys: OPENAI_KEYS,
+    envelope: Envelope::OpenAi,
+    read_head: responses_head,
+};
+
+pub static ANTHROPIC_MESSAGES: ClientProtocol = ClientProtocol {
+    protocol: Protocol::AnthropicMessages,
+    name: "anthropic-messages",
+    routes: &["/v1/messages"],
+    keys: &[KeyPlace::XApiKey, KeyPlace::Bearer],
+    envelope: Envelope::Anthropic,
+    read_head: messages_head,
+};
+
+pub static GEMINI: ClientProtocol = ClientProtocol {
+    protocol: Protocol::Gemini,
+    name: "gemini",
+    routes: &["/v1beta/models/{model_action}"],
+    keys: &[KeyPlace::XGoogApiKey, KeyPlace::QueryKey, KeyPlace::Bearer],
+    envelope: Envelope::Gemini,
+    read_head: gemini_head,
+};
+
+/// Every client protocol, in the order the README lists them.
+pub static ALL: [&ClientProtocol; 5] = [
+    &OPENAI_CHAT,
+    &OPENAI_COMPLETIONS,
+    &OPENAI_RESPONSES,
+    &ANTHROPIC_MESSAGES,
+    &GEMINI,
+];
+
+/// What applies to a request path: its error envelope and key places, and
+/// the text protocol it speaks, if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Surface {
+    pub envelope: Envelope,
+    pub keys: &'static [KeyPlace],
+    pub protocol: Option<&'static ClientProtocol>,
+}
+
+/// Models, videos and dashboards: OpenAI's envelope; the Anthropic SDK's
+/// `models.list()` sends `x-api-key`, so that works too.
+pub const DEFAULT_SURFACE: Surface = Surface {
+    envelope: Envelope::OpenAi,
+    keys: &[KeyPlace::Bearer, KeyPlace::XApiKey],
+    protocol: None,
+};
+
+fn surface_of(p: &'static ClientProtocol) -> Surface {
+    Surface {
+        envelope: p.envelope,
+        keys: p.keys,
+        protocol: Some(p),
+    }
+}
+
+/// The surface of a (normalised) request path.
+pub fn surface(path: &str) -> Surface {
+    for p in ALL {
+        if p.routes.iter().any(|r| route_matches(r, path)) {
+            return surface_of(p);
+        }
+    }
+    if path == "/v1beta" || path.starts_with("/v1beta/") {
+        return Surface {
+            protocol: None,
+            ..surface_of(&GEMINI)
+        };
+    }
+    if path.starts_with("/v1/messages/") {
+        return Surface {
+            protocol: None,
+            ..surface_of(&ANTHROPIC_MESSAGES)
+        };
+    }
+    DEFAULT_SURFACE
+}
+
+/// Whether an axum route pattern (`/a/{param}/b`) matches a path.
+fn route_matches(pattern: &str, path: &str) -> bool {
+    let mut pat = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (pat.next(), got.next()) {
+            (None, None) => return true,
+            (Some(p), Some(g)) if p.starts_with('{') && !g.is_empty() => {}
+            (Some(p), Some(g)) if p == g => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Rewrites a doubled version prefix (`/v1/v1/...`, `/v1/v1beta/...`), which
+/// a client configured with the `/v1` base URL produces when its SDK adds
+/// the prefix itself (the Anthropic and Google SDKs do), so both base URLs
+/// land on the same route.
+pub fn normalise_path(path: &str) -> Option<String> {
+    let rest = path.strip_prefix("/v1/")?;
+    (rest == "v1" || rest.starts_with("v1/") || rest == "v1beta" || rest.starts_with("v1beta/"))
+        .then(|| format!("/{rest}"))
+}
+
+// ---------------------------------------------------------------------------
+// Heads.
+
+fn invalid(msg: impl Into<String>) -> ApiError {
+    ApiError::InvalidRequest(msg.into())
+}
+
+fn required_model(model: Option<String>) -> Result<String, ApiError> {
+    model
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| invalid("`model` is required"))
+}
+
+/// Bytes and item count of a JSON value that holds the prompt (an array's
+/// elements, or one item for anything else).
+fn prompt_size(v: Option<&RawValue>) -> (usize, usize) {
+    let Some(v) = v else { return (0, 0) };
+    match serde_json::from_str::<Vec<&RawValue>>(v.get()) {
+        Ok(items) => (items.iter().map(|i| i.get().len()).sum(), items.len()),
+        Err(_) => (v.get().len(), 1),
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| invalid(format!("the body is not a valid {what} request: {e}")))
+}
+
+#[derive(Deserialize)]
+struct ChatHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default, borrow)]
+    messages: Option<Vec<&'a RawValue>>,
+}
+
+fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: ChatHead = parse(body, "chat")?;
+    let model = required_model(head.model)?;
+    let messages = head
+        .messages
+        .ok_or_else(|| invalid("`messages` is required"))?;
+    if messages.is_empty() {
+        return Err(invalid("`messages` must not be empty"));
+    }
+    let bytes = messages.iter().map(|m| m.get().len()).sum();
+    Ok(Head {
+        model,
+        stream: head.stream.unwrap_or(false),
+        max_output_tokens: head.max_completion_tokens.or(head.max_tokens),
+        prompt_tokens_estimate: estimate_prompt_tokens(bytes, messages.len()),
+    })
+}
+
+/// The legacy completions protocol's default for `max_tokens`.
+pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
+
+#[derive(Deserialize)]
+struct CompletionsHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default, borrow)]
+    prompt: Option<&'a RawValue>,
+}
+
+fn completions_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: CompletionsHead = parse(body, "completions")?;
+    let model = required_model(head.model)?;
+    if head.prompt.is_none_or(|p| p.get() == "null") {
+        return Err(invalid("`prompt` is required"));
+    }
+    let (bytes, items) = prompt_size(head.prompt);
+    Ok(Head {
+        model,
+        stream: head.stream.unwrap_or(false),
+        max_output_tokens: Some(head.max_tokens.unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS)),
+        prompt_tokens_estimate: estimate_prompt_tokens(bytes, items),
+    })
+}
+
+#[derive(Deserialize)]
+struct ResponsesHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    instructions: Option<&'a RawValue>,
+}
+
+fn responses_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: ResponsesHead = parse(body, "responses")?;
+    let model = required_model(head.model)?;
+    if head.input.is_none_or(|p| p.get() == "null") {
+        return Err(invalid("`input` is required"));
+    }
+    let (bytes, items) = prompt_size(head.input);
+    let (sys, _) = prompt_size(head.instructions);
+    Ok(Head {
+        model,
+        stream: head.stream.unwrap_or(false),
+        max_output_tokens: head.max_output_tokens,
+        prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, items + 1),
+    })
+}
+
+#[derive(Deserialize)]
+struct MessagesHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default, borrow)]
+    messages: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    system: Option<&'a RawValue>,
+}
+
+fn messages_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: MessagesHead = parse(body, "messages")?;
+    let model = required_model(head.model)?;
+    // The Messages protocol has no default output cap; its clients always send one.
+    let max_tokens = head
+        .max_tokens
+        .ok_or_else(|| invalid("`max_tokens` is required"))?;
+    let messages = head
+        .messages
+        .ok_or_else(|| invalid("`messages` is required"))?;
+    if messages.is_empty() {
+        return Err(invalid("`messages` must not be empty"));
+    }
+    let bytes: usize = messages.iter().map(|m| m.get().len()).sum();
+    let (sys, _) = prompt_size(head.system);
+    Ok(Head {
+        model,
+        stream: head.stream.unwrap_or(false),
+        max_output_tokens: Some(max_tokens),
+        prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, messages.len() + 1),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiGenerationConfig {
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GeminiHead<'a> {
+    #[serde(default, borrow)]
+    contents: Option<Vec<&'a RawValue>>,
+    #[serde(default, borrow)]
+    system_instruction: Option<&'a RawValue>,
+    #[serde(default)]
+    generation_config: Option<GeminiGenerationConfig>,
+}
+
+/// The model and whether it streams, from `/v1beta/models/{model}:{action}`.
+pub fn gemini_target(path: &str) -> Result<(String, bool), ApiError> {
+    let last = path.rsplit('/').next().unwrap_or("");
+    let (model, action) = last.split_once(':').ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "no such endpoint: POST {path} (expected models/MODEL:generateContent)"
+        ))
+    })?;
+    let stream = match action {
+        "generateContent" => false,
+        "streamGenerateContent" => true,
+        other => {
+            return Err(ApiError::NotFound(format!(
+                "no such method `{other}` (generateContent and streamGenerateContent are served)"
+            )))
+        }
+    };
+    if model.is_empty() {
+        return Err(invalid("the model name in the path is empty"));
+    }
+    Ok((model.to_string(), stream))
+}
+
+fn gemini_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
+    let (model, stream) = gemini_target(path)?;
+    let head: GeminiHead = parse(body, "generateContent")?;
+    let contents = head
+        .contents
+        .ok_or_else(|| invalid("`contents` is required"))?;
+    if contents.is_empty() {
+        return Err(invalid("`contents` must not be empty"));
+    }
+    let bytes: usize = contents.iter().map(|m| m.get().len()).sum();
+    let (sys, _) = prompt_size(head.system_instruction);
+    Ok(Head {
+        model,
+        stream,
+        max_output_tokens: head.generation_config.and_then(|g| g.max_output_tokens),
+        prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, contents.len() + 1),
+    })
+}
+
+/// The client headers an adapter may see (spec: a translation may need the
+/// protocol version or beta flags the client asked for; never a credential).
+pub const FORWARDED_CLIENT_HEADERS: &[&str] = &[
+    "content-type",
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-beta",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_find_their_protocol() {
+        let p = |path: &str| surface(path).protocol.map(|p| p.name);
+        assert_eq!(p("/v1/chat/completions"), Some("openai-chat"));
+        assert_eq!(p("/v1/completions"), Some("openai-completions"));
+        assert_eq!(p("/v1/responses"), Some("openai-responses"));
+        assert_eq!(p("/v1/messages"), Some("anthropic-messages"));
+        assert_eq!(
+            p("/v1beta/models/gemini-2.5-flash:generateContent"),
+            Some("gemini")
+        );
+        assert_eq!(p("/v1/models"), None);
+        assert_eq!(surface("/v1beta/models").envelope, Envelope::Gemini);
+        assert_eq!(surface("/v1/videos").envelope, Envelope::OpenAi);
+        assert_eq!(
+            surface("/v1/messages/count_tokens").envelope,
+            Envelope::Anthropic
+        );
+    }
+
+    #[test]
+    fn doubled_prefixes_are_undone() {
+        assert_eq!(
+            normalise_path("/v1/v1/messages").as_deref(),
+            Some("/v1/messages")
+        );
+        assert_eq!(
+            normalise_path("/v1/v1beta/models/x:generateContent").as_deref(),
+            Some("/v1beta/models/x:generateContent")
+        );
+        assert_eq!(normalise_path("/v1/messages"), None);
+        assert_eq!(normalise_path("/v1/v1x"), None);
+    }
+
+    #[test]
+    fn heads() {
+        let h = chat_head(
+            br#"{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            (h.model.as_str(), h.stream, h.max_output_tokens),
+            ("m", true, Some(5))
+        );
+        let h = completions_head(br#"{"model":"m","prompt":"Say hi"}"#, "").unwrap();
+        assert_eq!(h.max_output_tokens, Some(COMPLETIONS_DEFAULT_MAX_TOKENS));
+        assert!(completions_head(br#"{"model":"m"}"#, "").is_err());
+        let h = responses_head(br#"{"model":"m","input":"hi","max_output_tokens":9}"#, "").unwrap();
+        assert_eq!(h.max_output_tokens, Some(9));
+        assert!(messages_head(
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#,
+            ""
+        )
+        .is_err());
+        let h = gemini_head(
+            br#"{"contents":[{"parts":[{"text":"x"}]}],"generationConfig":{"maxOutputTokens":7}}"#,
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+        )
+        .unwrap();
+        assert_eq!(
+            (h.model.as_str(), h.stream, h.max_output_tokens),
+            ("gemini-2.5-flash", true, Some(7))
+        );
+        assert!(matches!(
+            gemini_target("/v1beta/models/x:countTokens"),
+            Err(ApiError::NotFound(_))
+        ));
+    }
+}

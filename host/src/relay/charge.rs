@@ -1,0 +1,167 @@
+//! One text call's money and capacity, owned by one value from the moment
+//! the estimate is held to the moment the real usage is settled.
+//!
+//! A [`Charge`] holds the reservation, the group's concurrency permit and
+//! what the usage row will say (caller, model, channel, stream). It ends in
+//! exactly one of [`Charge::settle`] (the vendor's usage is billed) or
+//! [`Charge::release`] (nothing is billed); both consume it, so no path can
+//! settle twice, and both write the usage row and free the permit. Dropped
+//! without either — a panic, a cancelled task — it releases the hold in the
+//! background and still records the call.
+
+use crate::auth::Caller;
+use crate::billing::hold::Hold;
+use crate::billing::text as pricing;
+use crate::billing::usage::Usage;
+use crate::config::ModelConfig;
+use crate::error::ApiError;
+use crate::state::SharedState;
+use crate::store::records::{ReservationKind, UsageRecord};
+use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
+
+pub struct Charge {
+    state: SharedState,
+    caller: Caller,
+    model: Arc<ModelConfig>,
+    stream: bool,
+    channel: Option<String>,
+    hold: Option<Hold>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Charge {
+    /// Takes a concurrency slot of the caller's group and holds the estimate
+    /// for a call with this prompt and output cap.
+    pub async fn open(
+        state: &SharedState,
+        caller: &Caller,
+        model: Arc<ModelConfig>,
+        stream: bool,
+        prompt_tokens_estimate: u64,
+        max_output_tokens: Option<u64>,
+    ) -> Result<Charge, ApiError> {
+        let group = state
+            .ledger
+            .account(&caller.token.account_id)
+            .ok_or(ApiError::InvalidToken)?
+            .group;
+        let permit = state
+            .groups
+            .acquire(&group)
+            .map_err(|limit| ApiError::GroupConcurrency { group, limit })?;
+        let max_out = max_output_tokens
+            .or(model.default_max_tokens)
+            .unwrap_or(state.config.default_max_tokens);
+        let amount = pricing::estimate(&model, prompt_tokens_estimate, max_out);
+        let now = state.clock.now_secs();
+        let outcome = state
+            .ledger
+            .reserve(
+                &caller.token.account_id,
+                Some(&caller.token.id),
+                amount,
+                ReservationKind::Text,
+                &caller.info.id,
+                now,
+                false,
+            )
+            .await
+            .map_err(ApiError::internal)?;
+        let hold = match outcome {
+            Ok(res) => Hold::new(state.ledger.clone(), res.id, amount, now),
+            Err(refusal) => {
+                return Err(crate::billing::refusal_error(
+                    refusal,
+                    amount,
+                    &state.config.currency,
+                ))
+            }
+        };
+        Ok(Charge {
+            state: state.clone(),
+            caller: caller.clone(),
+            model,
+            stream,
+            channel: None,
+            hold: Some(hold),
+            permit,
+        })
+    }
+
+    /// The channel now being tried (recorded on the usage row).
+    pub fn at_channel(&mut self, name: &str) {
+        self.channel = Some(name.to_string());
+    }
+
+    pub fn request_id(&self) -> &str {
+        &self.caller.info.id
+    }
+
+    fn usage_row(&self, usage: Option<&Usage>, status: u16, error: Option<String>) -> UsageRecord {
+        let u = usage.cloned().unwrap_or_default();
+        UsageRecord {
+            seq: 0,
+            at: self.state.clock.now_secs(),
+            request_id: self.caller.info.id.clone(),
+            account_id: self.caller.token.account_id.clone(),
+            token_id: Some(self.caller.token.id.clone()),
+            model: self.model.name.clone(),
+            channel: self.channel.clone(),
+            input_tokens: u.input_tokens,
+            cached_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            output_tokens: u.output_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            cost: 0,
+            latency_ms: self.caller.info.started.elapsed().as_millis() as u64,
+            status,
+            stream: self.stream,
+            error,
+        }
+    }
+
+    /// Bills `usage` at the model's prices (nothing when the vendor reported
+    /// none), refunds the rest of the hold, writes the usage row and frees
+    /// the concurrency slot. Logged before it returns, so an answer sent
+    /// after it can never be lost to a crash.
+    pub async fn settle(mut self, usage: Option<&Usage>, status: u16, note: Option<String>) {
+        let cost = usage.map(|u| pricing::cost(&self.model, u)).unwrap_or(0);
+        self.close(cost, usage, status, note).await;
+    }
+
+    /// Charges nothing; records why.
+    pub async fn release(mut self, status: u16, why: String) {
+        self.close(0, None, status, Some(why)).await;
+    }
+
+    async fn close(&mut self, cost: i64, usage: Option<&Usage>, status: u16, note: Option<String>) {
+        let row = self.usage_row(usage, status, note);
+        let now = self.state.clock.now_secs();
+        if let Some(hold) = self.hold.take() {
+            if let Err(e) = hold.settle(cost, Some(row), now).await {
+                tracing::error!(request_id = %self.caller.info.id, "settling failed: {e}");
+            }
+        }
+        self.permit.take();
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let Some(hold) = self.hold.take() else { return };
+        let row = self.usage_row(None, 500, Some("the call ended without settling".into()));
+        let now = self.state.clock.now_secs();
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn(async move {
+                    if let Err(e) = hold.release(Some(row), now).await {
+                        tracing::error!("releasing an abandoned hold failed: {e}");
+                    }
+                });
+            }
+            // Outside a runtime the hold's own drop logs it; start-up refunds it.
+            Err(_) => drop(hold),
+        }
+    }
+}
