@@ -13,15 +13,17 @@ RELEASE     := target/release
 WASM_OUT    := target/$(WASM_TARGET)/release
 
 # guest crate -> file name in the plugin folders
-ADAPTERS    := openai-adapter:openai genvideo-adapter:genvideo
+ADAPTERS    := openai-adapter:openai anthropic-adapter:anthropic gemini-adapter:gemini genvideo-adapter:genvideo
 POLICIES    := drop-sampling-policy:drop-sampling keep-thinking-policy:keep-thinking
 TEST_GUESTS := misbehave-guest:misbehave old-contract-guest:old-contract
+# Starting points for adapter authors (built and tested, not loaded by the demo).
+EXAMPLES    := template-adapter:template
 
 crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))
 pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
 
-.PHONY: build host adapters wasm-target run demo test test-rust test-sdk bench fmt lint clean venv
+.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk bench fmt lint clean venv
 
 build: host adapters
 
@@ -33,12 +35,13 @@ wasm-target:
 
 # Every guest component, copied into the folders the gateway loads from.
 adapters: wasm-target
-	$(CARGO) build --release --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS))
-	@mkdir -p $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests
+	$(CARGO) build --release --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS) $(EXAMPLES))
+	@mkdir -p $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests $(BUILD)/examples
 	@$(foreach g,$(ADAPTERS),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/adapters/$(call fname,$(g)).wasm;)
 	@$(foreach g,$(POLICIES),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/policies/$(call fname,$(g)).wasm;)
 	@$(foreach g,$(TEST_GUESTS),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/test-guests/$(call fname,$(g)).wasm;)
-	@ls -l $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests | grep wasm
+	@$(foreach g,$(EXAMPLES),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/examples/$(call fname,$(g)).wasm;)
+	@ls -l $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests $(BUILD)/examples | grep wasm
 
 # The gateway alone, with your own config (default gateway.toml).
 run: build
@@ -54,7 +57,13 @@ venv: .venv/.installed
 	.venv/bin/pip install --quiet -r tests/sdk/requirements.txt
 	touch $@
 
-test: build test-rust test-sdk
+test: build test-rust test-adapters test-sdk
+
+# Every adapter against its recorded fixtures (`gateway adapter test`).
+FIXTURED := $(BUILD)/adapters/openai:adapters/openai $(BUILD)/adapters/anthropic:adapters/anthropic \
+            $(BUILD)/adapters/gemini:adapters/gemini $(BUILD)/examples/template:adapters/template
+test-adapters: build
+	@set -e; $(foreach f,$(FIXTURED),$(RELEASE)/gateway adapter test $(word 1,$(subst :, ,$(f))).wasm $(word 2,$(subst :, ,$(f)))/fixtures;)
 
 test-rust: build
 	$(CARGO) test --release --workspace
@@ -71,7 +80,7 @@ fmt:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS)) -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS) $(EXAMPLES)) -- -D warnings
 
 clean:
 	$(CARGO) clean

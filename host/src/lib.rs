@@ -11,8 +11,9 @@
 //! - `plugins`: the wasmtime sandbox, component registry, guest calls.
 //! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
 //! - `video`: the asynchronous video API. `webhooks`: its signed, durable callbacks.
-//! - `clock`: injectable time.
+//! - `clock`: injectable time. `adapter_kit`: `gateway adapter test`.
 
+pub mod adapter_kit;
 pub mod admin_cli;
 pub mod api;
 pub mod auth;

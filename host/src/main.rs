@@ -33,6 +33,24 @@ enum Command {
     },
     /// Manage accounts, tokens and plugins of a running gateway.
     Admin(AdminArgs),
+    /// Tools for adapter authors.
+    #[command(subcommand)]
+    Adapter(AdapterCommand),
+}
+
+#[derive(Subcommand)]
+enum AdapterCommand {
+    /// Run a vendor adapter component against recorded fixtures, with no
+    /// network; print a diff for each mismatch; exit non-zero on any failure.
+    Test {
+        /// The adapter component (`.wasm`).
+        wasm: PathBuf,
+        /// A folder of `*.json` fixtures (see the README).
+        fixtures: PathBuf,
+        /// Write what the adapter produced into the fixtures' expectations.
+        #[arg(long)]
+        update: bool,
+    },
 }
 
 fn init_logging() {
@@ -65,6 +83,11 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin(args) => admin_cli::run(args),
+        Command::Adapter(AdapterCommand::Test {
+            wasm,
+            fixtures,
+            update,
+        }) => gateway::adapter_kit::main(&wasm, &fixtures, update),
         Command::Serve { config } => {
             init_logging();
             let config = match Config::load(&config) {

@@ -67,8 +67,13 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
 
     let mut dirs = vec![config.adapters_dir.clone()];
     dirs.extend(config.policies_dir.clone());
-    let plugins =
-        Plugins::load(&config.plugins, &config.data_dir.join("plugin-cache"), dirs).await?;
+    let plugins = Plugins::load(
+        &config.plugins,
+        shared_clock.clone(),
+        &config.data_dir.join("plugin-cache"),
+        dirs,
+    )
+    .await?;
     {
         let reg = plugins.registry();
         for ch in &config.channels {

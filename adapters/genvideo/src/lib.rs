@@ -73,9 +73,12 @@ fn logged<T>(
     result: Result<T, PluginError>,
 ) -> Result<T, PluginError> {
     if let Err(err) = &result {
-        let (PluginError::InvalidRequest(m)
-        | PluginError::Unsupported(m)
-        | PluginError::UpstreamFormat(m)) = err;
+        let m = match err {
+            PluginError::InvalidRequest(m)
+            | PluginError::Unsupported(m)
+            | PluginError::UpstreamFormat(m) => m,
+            PluginError::UpstreamFailed(e) => &e.message,
+        };
         level(&format!("{what}: {m}"));
     }
     result

@@ -14,7 +14,7 @@ use crate::bindings::types::{
     UpstreamRequest, Usage as WitUsage,
 };
 use crate::canonical::Usage;
-use crate::errors::retry_after_secs;
+use crate::errors::{retry_after_secs, UpstreamFailure};
 use crate::translate;
 use crate::vendor::{header, Vendor};
 use crate::TranslateError;
@@ -34,6 +34,17 @@ pub fn plugin_error(err: TranslateError) -> PluginError {
         TranslateError::InvalidRequest(m) => PluginError::InvalidRequest(m),
         TranslateError::Unsupported(m) => PluginError::Unsupported(m),
         TranslateError::UpstreamFormat(m) => PluginError::UpstreamFormat(m),
+        TranslateError::Vendor(f) => PluginError::UpstreamFailed(upstream_error(f, None)),
+    }
+}
+
+pub fn upstream_error(f: UpstreamFailure, retry_after_secs: Option<u32>) -> UpstreamError {
+    UpstreamError {
+        status: f.status,
+        code: f.code.to_owned(),
+        message: f.message,
+        retryable: f.retryable,
+        retry_after_secs,
     }
 }
 
@@ -107,14 +118,10 @@ impl<V: Vendor> Guest for Driver<V> {
         headers: Vec<Header>,
         body: Vec<u8>,
     ) -> UpstreamError {
-        let failure = V::map_error(status, &headers, &body);
-        UpstreamError {
-            status: failure.status,
-            code: failure.code.to_owned(),
-            message: failure.message,
-            retryable: failure.retryable,
-            retry_after_secs: retry_after_secs(&headers),
-        }
+        upstream_error(
+            V::map_error(status, &headers, &body),
+            retry_after_secs(&headers),
+        )
     }
 }
 

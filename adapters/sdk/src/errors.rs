@@ -69,6 +69,40 @@ pub fn map_vendor_error(
     map_openai_error(status, body)
 }
 
+/// A failure the vendor reported inside a 2xx answer (an error event in its
+/// stream): rate limits stay rate limits, anything else is the upstream's
+/// error. `kind` is the vendor's error type or status word, when it gave one.
+pub fn in_answer_failure(kind: Option<&str>, message: &str) -> UpstreamFailure {
+    let limited = kind.is_some_and(|k| {
+        let k = k.to_ascii_lowercase();
+        k.contains("rate_limit") || k.contains("resource_exhausted")
+    });
+    let (status, code) = if limited {
+        (429, code::UPSTREAM_RATE_LIMITED)
+    } else {
+        (502, code::UPSTREAM_ERROR)
+    };
+    let message = clean_message(message, MAX_VENDOR_MESSAGE_CHARS);
+    UpstreamFailure {
+        status,
+        code,
+        message: if message.is_empty() {
+            "the upstream reported an error mid-answer".to_owned()
+        } else {
+            format!("the upstream reported an error mid-answer: {message}")
+        },
+        retryable: false,
+    }
+}
+
+/// Reads an in-answer error object (`{"error": {...}}` or a bare error
+/// object) into a failure.
+pub fn in_answer_failure_from(value: &Value) -> UpstreamFailure {
+    let vendor = from_json(value);
+    let kind = vendor.kind.clone().or(vendor.code.clone());
+    in_answer_failure(kind.as_deref(), &vendor.message)
+}
+
 /// The vendor's `Retry-After`, when it is a number of seconds.
 pub fn retry_after_secs(headers: &[crate::bindings::types::Header]) -> Option<u32> {
     headers
@@ -89,15 +123,26 @@ pub fn upstream_message(status: u16, vendor_message: &str) -> String {
 fn classify(status: u16, vendor: &VendorError) -> (u16, &'static str, bool) {
     match status {
         429 if vendor.says("insufficient_quota") => (503, code::UPSTREAM_QUOTA_EXCEEDED, true),
+        // Anthropic's "credit balance is too low" and `billing_error`: the
+        // channel's own account ran dry.
+        400 | 403 if vendor.says("billing_error") || vendor.message.contains("credit balance") => {
+            (503, code::UPSTREAM_QUOTA_EXCEEDED, true)
+        }
         429 => (429, code::UPSTREAM_RATE_LIMITED, true),
         // "Payment required" is the channel's own account running dry, the
         // same situation as `insufficient_quota`.
         402 => (503, code::UPSTREAM_QUOTA_EXCEEDED, true),
+        // Gemini answers a bad key with 400 INVALID_ARGUMENT: still the channel's problem.
+        400 if vendor.message.contains("API key") || vendor.message.contains("API_KEY") => {
+            (502, code::UPSTREAM_AUTH_FAILED, true)
+        }
         400 | 422 => (400, code::INVALID_REQUEST, false),
         // Another channel may hold a working key.
         401 | 403 => (502, code::UPSTREAM_AUTH_FAILED, true),
         // Usually a model or deployment missing on this channel only.
         404 => (502, code::UPSTREAM_ERROR, true),
+        // Anthropic's "overloaded".
+        529 => (503, code::UPSTREAM_ERROR, true),
         408 | 504 => (504, code::UPSTREAM_TIMEOUT, true),
         500..=599 => (502, code::UPSTREAM_ERROR, true),
         // Anything else (other 4xx, or a non-error status here by mistake)
@@ -154,7 +199,10 @@ fn from_json(value: &Value) -> VendorError {
         });
     VendorError {
         message,
-        kind: str_member(detail, "type").map(str::to_owned),
+        // OpenAI and Anthropic say `type`; Gemini (google.rpc) says `status`.
+        kind: str_member(detail, "type")
+            .or_else(|| str_member(detail, "status"))
+            .map(str::to_owned),
         code: detail.get("code").and_then(code_text),
     }
 }

@@ -94,6 +94,114 @@ pub fn has_non_null(value: &Value, key: &str) -> bool {
     value.get(key).is_some_and(|member| !member.is_null())
 }
 
+/// Typed access to a request object's optional members, with errors that
+/// name the member. `null` counts as absent.
+pub struct Fields<'a>(pub &'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    /// The members of `body`, which must be an object.
+    pub fn of(body: &'a Value) -> Result<Self, TranslateError> {
+        body.as_object()
+            .map(Fields)
+            .ok_or_else(|| TranslateError::invalid("request body must be a JSON object"))
+    }
+
+    pub fn present(&self, key: &str) -> Option<&'a Value> {
+        self.0.get(key).filter(|value| !value.is_null())
+    }
+
+    pub fn wrong(key: &str, wanted: &str, got: &Value) -> TranslateError {
+        TranslateError::invalid(format!("`{key}` must be {wanted}, not {}", kind_name(got)))
+    }
+
+    pub fn string(&self, key: &str) -> Result<Option<String>, TranslateError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(Self::wrong(key, "a string", other)),
+        }
+    }
+
+    pub fn number(&self, key: &str) -> Result<Option<f64>, TranslateError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(value) => value
+                .as_f64()
+                .map(Some)
+                .ok_or_else(|| Self::wrong(key, "a number", value)),
+        }
+    }
+
+    pub fn integer(&self, key: &str) -> Result<Option<i64>, TranslateError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(value) => value
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| Self::wrong(key, "an integer", value)),
+        }
+    }
+
+    pub fn count(&self, key: &str) -> Result<Option<u64>, TranslateError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(value) => as_count(value)
+                .map(Some)
+                .ok_or_else(|| Self::wrong(key, "a non-negative integer", value)),
+        }
+    }
+
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, TranslateError> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(Self::wrong(key, "a boolean", other)),
+        }
+    }
+
+    pub fn array(&self, key: &str) -> Result<&'a [Value], TranslateError> {
+        match self.present(key) {
+            None => Ok(&[]),
+            Some(Value::Array(items)) => Ok(items),
+            Some(other) => Err(Self::wrong(key, "an array", other)),
+        }
+    }
+
+    /// A string or an array of strings (stop sequences).
+    pub fn strings(&self, key: &str) -> Result<Vec<String>, TranslateError> {
+        match self.present(key) {
+            None => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().map(str::to_owned).ok_or_else(|| {
+                        TranslateError::invalid(format!("`{key}` must hold strings"))
+                    })
+                })
+                .collect(),
+            Some(other) => Err(Self::wrong(key, "a string or an array", other)),
+        }
+    }
+}
+
+/// Tool-call arguments (JSON text) as the object vendors that want an object
+/// take; text that is not a JSON object is kept under `"arguments"` rather
+/// than lost.
+pub fn arguments_object(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return Value::Object(Map::new());
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            let mut m = Map::new();
+            m.insert("arguments".to_owned(), Value::String(arguments.to_owned()));
+            Value::Object(m)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +249,13 @@ mod tests {
         assert_eq!(as_count(&json!(7.5)), None);
         assert_eq!(as_count(&json!(-1)), None);
         assert_eq!(as_count(&json!("7")), None);
+    }
+
+    #[test]
+    fn arguments_become_objects_without_loss() {
+        assert_eq!(arguments_object(r#"{"a":[1]}"#), json!({"a": [1]}));
+        assert_eq!(arguments_object(""), json!({}));
+        assert_eq!(arguments_object("[1]"), json!({"arguments": "[1]"}));
     }
 
     #[test]

@@ -6,8 +6,12 @@
 //!   [`Vendor`]; [`policy`], [`export_policy!`]: a model policy;
 //!   [`video`], [`export_video_adapter!`]: a video adapter.
 //! - [`translate`]: passthrough or translation through the canonical form.
-//! - [`canonical`]: vendor-neutral chat request, response, stream and usage types.
-//! - [`openai_chat`], [`openai_passthrough`]: the OpenAI chat codec.
+//! - [`canonical`]: the vendor-neutral chat form (ordered content blocks,
+//!   faithful finish reasons, stream events, usage).
+//! - One codec per protocol, each both ways (request, response, stream;
+//!   parse and encode): [`openai_chat`] (with [`openai_passthrough`], its
+//!   same-protocol hot path), [`openai_completions`], [`openai_responses`],
+//!   [`anthropic`], [`gemini`].
 //! - [`errors`]: vendor error answers mapped to the host's error terms.
 //! - [`redact`]: keeps vendor text safe and short before it reaches a client.
 //! - [`json`]: small helpers on `serde_json` values.
@@ -16,14 +20,18 @@
 //! Everything but the bindings' exports runs natively, so the codecs are
 //! unit-tested on the build machine.
 
+pub mod anthropic;
 pub mod bindings;
 pub mod canonical;
 pub mod driver;
 pub mod errors;
+pub mod gemini;
 pub mod json;
 pub mod log;
 pub mod openai_chat;
+pub mod openai_completions;
 pub mod openai_passthrough;
+pub mod openai_responses;
 pub mod policy;
 pub mod redact;
 pub mod translate;

@@ -1,12 +1,22 @@
 //! Turning one call's client request, vendor answer and vendor stream into
-//! what the other side expects. Same protocol on both sides: a passthrough
-//! that renames the model and reads the usage. Otherwise: client codec →
-//! canonical form → vendor codec, and back.
+//! what the other side expects.
+//!
+//! Same protocol on both sides: a passthrough that renames the model and
+//! reads the usage (members this gateway does not know reach the vendor and
+//! the client intact). Otherwise: client codec → canonical form → vendor
+//! codec, and back. Each protocol's codec is one module that reads and
+//! writes both ways, so the module that reads a client protocol is the one
+//! that writes that vendor protocol.
+
+use serde_json::Value;
 
 use crate::bindings::types::{Protocol, RequestCtx, SseEvent};
-use crate::canonical::Usage;
-use crate::openai_passthrough::{finish_response, prepare_request, StreamRelay};
+use crate::canonical::{now_secs, Meta, Request, Response, StreamEvent, Usage};
+use crate::json::{parse_request_object, parse_upstream_object, to_bytes};
 use crate::TranslateError;
+use crate::{
+    anthropic, gemini, openai_chat, openai_completions, openai_passthrough, openai_responses,
+};
 
 /// The vendor request body and the state handed back later.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,11 +41,85 @@ pub struct StreamEnd {
     pub complete: bool,
 }
 
-fn unsupported(ctx: &RequestCtx, vendor: Protocol) -> TranslateError {
-    TranslateError::unsupported(format!(
-        "this adapter cannot translate {:?} requests to {vendor:?}",
-        ctx.client_protocol
-    ))
+/// `state` when the client asked for a usage report at the end of its stream.
+const WANTS_USAGE: &str = "usage";
+
+fn not_chat(p: Protocol) -> TranslateError {
+    TranslateError::unsupported(format!("{p:?} is not a chat protocol"))
+}
+
+fn parse_client(p: Protocol, body: &Value) -> Result<Request, TranslateError> {
+    match p {
+        Protocol::OpenaiChat => openai_chat::parse_request(body),
+        Protocol::OpenaiCompletions => openai_completions::parse_request(body),
+        Protocol::OpenaiResponses => openai_responses::parse_request(body),
+        Protocol::AnthropicMessages => anthropic::parse_request(body),
+        Protocol::Gemini => gemini::parse_request(body),
+        other => Err(not_chat(other)),
+    }
+}
+
+fn encode_vendor(p: Protocol, req: &Request, ctx: &RequestCtx) -> Result<Value, TranslateError> {
+    Ok(match p {
+        Protocol::OpenaiChat => openai_chat::encode_request(req),
+        Protocol::OpenaiCompletions => openai_completions::encode_request(req),
+        Protocol::OpenaiResponses => openai_responses::encode_request(req),
+        Protocol::AnthropicMessages => {
+            let default =
+                crate::vendor::option(ctx, "default_max_tokens").and_then(|v| v.parse().ok());
+            anthropic::encode_request(req, default)
+        }
+        Protocol::Gemini => gemini::encode_request(req),
+        other => return Err(not_chat(other)),
+    })
+}
+
+fn parse_vendor(p: Protocol, body: &Value, ctx: &RequestCtx) -> Result<Response, TranslateError> {
+    match p {
+        Protocol::OpenaiChat => openai_chat::parse_response(body),
+        Protocol::OpenaiCompletions => openai_completions::parse_response(body),
+        Protocol::OpenaiResponses => openai_responses::parse_response(body),
+        Protocol::AnthropicMessages => anthropic::parse_response(body),
+        Protocol::Gemini => gemini::parse_response(body, &ctx.request_id),
+        other => Err(not_chat(other)),
+    }
+}
+
+fn encode_client(p: Protocol, r: &Response, meta: &Meta) -> Result<Value, TranslateError> {
+    Ok(match p {
+        Protocol::OpenaiChat => openai_chat::encode_response(r, meta),
+        Protocol::OpenaiCompletions => openai_completions::encode_response(r, meta),
+        Protocol::OpenaiResponses => openai_responses::encode_response(r, meta),
+        Protocol::AnthropicMessages => anthropic::encode_response(r, meta),
+        Protocol::Gemini => gemini::encode_response(r, meta),
+        other => return Err(not_chat(other)),
+    })
+}
+
+/// A 2xx answer that is a vendor's error in disguise (some vendors do that).
+fn error_in_answer(p: Protocol, v: &Value) -> Option<TranslateError> {
+    let disguised = match p {
+        Protocol::AnthropicMessages => v.get("type").and_then(Value::as_str) == Some("error"),
+        Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
+            v.get("error").is_some_and(|e| !e.is_null()) && v.get("choices").is_none()
+        }
+        _ => {
+            v.get("error").is_some_and(|e| !e.is_null())
+                && v.get("output").is_none()
+                && v.get("candidates").is_none()
+        }
+    };
+    disguised.then(|| TranslateError::Vendor(crate::errors::in_answer_failure_from(v)))
+}
+
+/// What the encoder needs to know about the call.
+pub fn meta(ctx: &RequestCtx, state: &str) -> Meta {
+    Meta {
+        request_id: ctx.request_id.clone(),
+        model: ctx.model.clone(),
+        created: now_secs(),
+        wants_usage: state == WANTS_USAGE,
+    }
 }
 
 /// Builds the vendor request body from the client's.
@@ -44,40 +128,192 @@ pub fn request(
     ctx: &RequestCtx,
     body: &[u8],
 ) -> Result<Prepared, TranslateError> {
-    match (ctx.client_protocol, vendor) {
-        (Protocol::OpenaiChat, Protocol::OpenaiChat) => {
-            let p = prepare_request(body, &ctx.upstream_model, ctx.stream)?;
-            Ok(Prepared {
-                body: p.body,
-                state: p.state,
-            })
-        }
-        _ => Err(unsupported(ctx, vendor)),
+    let client = ctx.client_protocol;
+    if client == vendor {
+        return match vendor {
+            Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
+                let p = openai_passthrough::prepare_request(body, &ctx.upstream_model, ctx.stream)?;
+                Ok(Prepared {
+                    body: p.body,
+                    state: p.state,
+                })
+            }
+            Protocol::AnthropicMessages => Ok(Prepared {
+                body: anthropic::prepare_request(body, &ctx.upstream_model, ctx.stream)?,
+                state: String::new(),
+            }),
+            Protocol::OpenaiResponses => Ok(Prepared {
+                body: openai_responses::passthrough::prepare_request(
+                    body,
+                    &ctx.upstream_model,
+                    ctx.stream,
+                )?,
+                state: String::new(),
+            }),
+            // The model and streaming are in the URL; the body goes as it is.
+            Protocol::Gemini => Ok(Prepared {
+                body: body.to_vec(),
+                state: String::new(),
+            }),
+            other => Err(not_chat(other)),
+        };
     }
+    let value = parse_request_object(body)?;
+    let mut req = parse_client(client, &value)?;
+    req.model = ctx.upstream_model.clone();
+    req.stream = ctx.stream;
+    let out = encode_vendor(vendor, &req, ctx)?;
+    Ok(Prepared {
+        body: to_bytes(&out),
+        state: if req.stream_usage {
+            WANTS_USAGE.to_owned()
+        } else {
+            String::new()
+        },
+    })
 }
 
 /// Builds the client's answer from a vendor's 2xx answer.
 pub fn response(
     vendor: Protocol,
     ctx: &RequestCtx,
-    _state: &str,
+    state: &str,
     body: &[u8],
 ) -> Result<Finished, TranslateError> {
-    match (ctx.client_protocol, vendor) {
-        (Protocol::OpenaiChat, Protocol::OpenaiChat) => {
-            let f = finish_response(body, &ctx.model)?;
-            Ok(Finished {
-                body: f.body,
-                usage: f.usage,
-            })
-        }
-        _ => Err(unsupported(ctx, vendor)),
+    let client = ctx.client_protocol;
+    if client == vendor {
+        let (body, usage) = match vendor {
+            Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
+                let f = openai_passthrough::finish_response(body, &ctx.model)?;
+                (f.body, f.usage)
+            }
+            Protocol::AnthropicMessages => anthropic::finish_response(body, &ctx.model)?,
+            Protocol::OpenaiResponses => {
+                openai_responses::passthrough::finish_response(body, &ctx.model)?
+            }
+            Protocol::Gemini => gemini::finish_response(body, &ctx.model)?,
+            other => return Err(not_chat(other)),
+        };
+        return Ok(Finished { body, usage });
     }
+    let value = parse_upstream_object(body)?;
+    if let Some(e) = error_in_answer(vendor, &value) {
+        return Err(e);
+    }
+    let resp = parse_vendor(vendor, &value, ctx)?;
+    let out = encode_client(client, &resp, &meta(ctx, state))?;
+    Ok(Finished {
+        body: to_bytes(&out),
+        usage: resp.usage,
+    })
+}
+
+enum Parser {
+    Chat(openai_chat::StreamParser),
+    Completions(openai_completions::StreamParser),
+    Responses(openai_responses::StreamParser),
+    Anthropic(anthropic::StreamParser),
+    Gemini(gemini::StreamParser),
+}
+
+impl Parser {
+    fn new(p: Protocol, ctx: &RequestCtx) -> Option<Self> {
+        Some(match p {
+            Protocol::OpenaiChat => Parser::Chat(Default::default()),
+            Protocol::OpenaiCompletions => Parser::Completions(Default::default()),
+            Protocol::OpenaiResponses => Parser::Responses(Default::default()),
+            Protocol::AnthropicMessages => Parser::Anthropic(Default::default()),
+            Protocol::Gemini => Parser::Gemini(gemini::StreamParser::new(&ctx.request_id)),
+            _ => return None,
+        })
+    }
+
+    fn push(&mut self, ev: &SseEvent) -> Result<Vec<StreamEvent>, TranslateError> {
+        match self {
+            Parser::Chat(p) => p.push(ev),
+            Parser::Completions(p) => p.push(ev),
+            Parser::Responses(p) => p.push(ev),
+            Parser::Anthropic(p) => p.push(ev),
+            Parser::Gemini(p) => p.push(ev),
+        }
+    }
+
+    fn complete(&self) -> bool {
+        match self {
+            Parser::Chat(p) => p.complete(),
+            Parser::Completions(p) => p.complete(),
+            Parser::Responses(p) => p.complete(),
+            Parser::Anthropic(p) => p.complete(),
+            Parser::Gemini(p) => p.complete(),
+        }
+    }
+}
+
+enum Encoder {
+    Chat(openai_chat::StreamEncoder),
+    Completions(openai_completions::StreamEncoder),
+    Responses(openai_responses::StreamEncoder),
+    Anthropic(anthropic::StreamEncoder),
+    Gemini(gemini::StreamEncoder),
+}
+
+impl Encoder {
+    fn new(p: Protocol, meta: Meta) -> Option<Self> {
+        Some(match p {
+            Protocol::OpenaiChat => Encoder::Chat(openai_chat::StreamEncoder::new(meta)),
+            Protocol::OpenaiCompletions => {
+                Encoder::Completions(openai_completions::StreamEncoder::new(meta))
+            }
+            Protocol::OpenaiResponses => {
+                Encoder::Responses(openai_responses::StreamEncoder::new(meta))
+            }
+            Protocol::AnthropicMessages => Encoder::Anthropic(anthropic::StreamEncoder::new(meta)),
+            Protocol::Gemini => Encoder::Gemini(gemini::StreamEncoder::new(meta)),
+            _ => return None,
+        })
+    }
+
+    fn push(&mut self, ev: &StreamEvent) -> Vec<SseEvent> {
+        match self {
+            Encoder::Chat(e) => e.push(ev),
+            Encoder::Completions(e) => e.push(ev),
+            Encoder::Responses(e) => e.push(ev),
+            Encoder::Anthropic(e) => e.push(ev),
+            Encoder::Gemini(e) => e.push(ev),
+        }
+    }
+
+    fn finish(&mut self) -> Vec<SseEvent> {
+        match self {
+            Encoder::Chat(e) => e.finish(),
+            Encoder::Completions(e) => e.finish(),
+            Encoder::Responses(e) => e.finish(),
+            Encoder::Anthropic(e) => e.finish(),
+            Encoder::Gemini(e) => e.finish(),
+        }
+    }
+}
+
+struct Translation {
+    parser: Parser,
+    encoder: Encoder,
+    usage: Option<Usage>,
+}
+
+enum Inner {
+    OpenAi(openai_passthrough::StreamRelay),
+    Anthropic(anthropic::StreamRelay),
+    Gemini(gemini::StreamRelay),
+    Responses(openai_responses::passthrough::StreamRelay),
+    // Boxed: several times larger than the other variants.
+    Translate(Box<Translation>),
+    /// Not a pair this SDK translates; every push fails.
+    None,
 }
 
 /// One streamed answer's translation.
 pub struct Stream {
-    relay: Option<StreamRelay>,
+    inner: Inner,
 }
 
 fn data_events(payloads: Vec<String>) -> Vec<SseEvent> {
@@ -89,33 +325,85 @@ fn data_events(payloads: Vec<String>) -> Vec<SseEvent> {
 
 impl Stream {
     pub fn new(vendor: Protocol, ctx: &RequestCtx, state: &str) -> Self {
-        let relay = (ctx.client_protocol == vendor && vendor == Protocol::OpenaiChat)
-            .then(|| StreamRelay::new(&ctx.model, state));
-        Self { relay }
+        let client = ctx.client_protocol;
+        let inner = if client == vendor {
+            match vendor {
+                Protocol::OpenaiChat | Protocol::OpenaiCompletions => {
+                    Inner::OpenAi(openai_passthrough::StreamRelay::new(&ctx.model, state))
+                }
+                Protocol::AnthropicMessages => {
+                    Inner::Anthropic(anthropic::StreamRelay::new(&ctx.model))
+                }
+                Protocol::Gemini => {
+                    Inner::Gemini(gemini::StreamRelay::new(&ctx.model, &ctx.request_id))
+                }
+                Protocol::OpenaiResponses => {
+                    Inner::Responses(openai_responses::passthrough::StreamRelay::new(&ctx.model))
+                }
+                _ => Inner::None,
+            }
+        } else {
+            match (
+                Parser::new(vendor, ctx),
+                Encoder::new(client, meta(ctx, state)),
+            ) {
+                (Some(parser), Some(encoder)) => Inner::Translate(Box::new(Translation {
+                    parser,
+                    encoder,
+                    usage: None,
+                })),
+                _ => Inner::None,
+            }
+        };
+        Self { inner }
     }
 
     pub fn push(&mut self, ev: &SseEvent) -> Result<Vec<SseEvent>, TranslateError> {
-        match &mut self.relay {
-            Some(relay) => Ok(data_events(relay.push(&ev.data)?)),
-            None => Err(TranslateError::unsupported("no translator for this stream")),
+        match &mut self.inner {
+            Inner::OpenAi(r) => Ok(data_events(r.push(&ev.data)?)),
+            Inner::Anthropic(r) => r.push(ev),
+            Inner::Gemini(r) => r.push(ev),
+            Inner::Responses(r) => r.push(ev),
+            Inner::Translate(t) => {
+                let mut out = Vec::new();
+                for e in t.parser.push(ev)? {
+                    if let StreamEvent::Usage(u) = &e {
+                        t.usage = Some(*u);
+                    }
+                    out.extend(t.encoder.push(&e));
+                }
+                Ok(out)
+            }
+            Inner::None => Err(TranslateError::unsupported("no translator for this stream")),
         }
     }
 
+    /// The closing events (only when the vendor finished its stream: a cut
+    /// answer must not look complete) and the usage.
     pub fn finish(&mut self) -> StreamEnd {
-        match &mut self.relay {
-            Some(relay) => {
-                let close = relay.finish();
-                StreamEnd {
-                    events: data_events(close.events),
-                    usage: close.usage,
-                    complete: close.complete,
-                }
+        let (events, usage, complete) = match &mut self.inner {
+            Inner::OpenAi(r) => {
+                let close = r.finish();
+                (data_events(close.events), close.usage, close.complete)
             }
-            None => StreamEnd {
-                events: Vec::new(),
-                usage: None,
-                complete: false,
-            },
+            Inner::Anthropic(r) => (Vec::new(), r.usage(), r.complete()),
+            Inner::Gemini(r) => (Vec::new(), r.usage(), r.complete()),
+            Inner::Responses(r) => (Vec::new(), r.usage(), r.complete()),
+            Inner::Translate(t) => {
+                let complete = t.parser.complete();
+                let events = if complete {
+                    t.encoder.finish()
+                } else {
+                    Vec::new()
+                };
+                (events, t.usage, complete)
+            }
+            Inner::None => (Vec::new(), None, false),
+        };
+        StreamEnd {
+            events,
+            usage,
+            complete,
         }
     }
 }

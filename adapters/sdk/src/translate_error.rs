@@ -1,5 +1,7 @@
 use std::fmt;
 
+use crate::errors::UpstreamFailure;
+
 /// Why a guest could not translate. Mirrors WIT's `plugin-error` so adapters
 /// map it one to one; kept separate so this crate needs no generated bindings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +12,9 @@ pub enum TranslateError {
     Unsupported(String),
     /// The vendor answered something the adapter cannot read (502).
     UpstreamFormat(String),
+    /// The vendor reported a failure inside a 2xx answer (an error event in
+    /// its stream, an error body with status 200).
+    Vendor(UpstreamFailure),
 }
 
 impl TranslateError {
@@ -28,6 +33,7 @@ impl TranslateError {
     pub fn message(&self) -> &str {
         match self {
             Self::InvalidRequest(m) | Self::Unsupported(m) | Self::UpstreamFormat(m) => m,
+            Self::Vendor(f) => &f.message,
         }
     }
 }
@@ -38,6 +44,7 @@ impl fmt::Display for TranslateError {
             Self::InvalidRequest(_) => "invalid request",
             Self::Unsupported(_) => "unsupported",
             Self::UpstreamFormat(_) => "upstream format",
+            Self::Vendor(_) => "vendor failure",
         };
         write!(f, "{kind}: {}", self.message())
     }

@@ -30,13 +30,15 @@ pub struct Plugins {
 }
 
 impl Plugins {
-    /// Builds the sandbox and loads every component in `dirs`.
+    /// Builds the sandbox (guests read `clock`) and loads every component
+    /// in `dirs`.
     pub async fn load(
         limits: &crate::config::PluginConfig,
+        clock: crate::clock::SharedClock,
         cache_dir: &Path,
         dirs: Vec<PathBuf>,
     ) -> anyhow::Result<Arc<Plugins>> {
-        let sandbox = Arc::new(Sandbox::new(limits)?);
+        let sandbox = Arc::new(Sandbox::new(limits, clock)?);
         let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
         let registry = registry::load_all(&sandbox, cache_dir, &refs).await;
         Ok(Arc::new(Plugins {

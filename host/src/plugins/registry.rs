@@ -138,14 +138,18 @@ fn engine_key(sandbox: &Sandbox) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// Compiles a component, or loads its cached native code.
+/// Compiles a component, or loads its cached native code (no cache: just
+/// compiles).
 fn compile(
     engine: &wasmtime::Engine,
     engine_key: &str,
-    cache_dir: &Path,
+    cache_dir: Option<&Path>,
     bytes: &[u8],
     sha: &str,
 ) -> anyhow::Result<Component> {
+    let Some(cache_dir) = cache_dir else {
+        return Component::new(engine, bytes).map_err(|e| anyhow::anyhow!("{e:#}"));
+    };
     let cached = cache_dir.join(format!("{sha}-{engine_key}.cwasm"));
     if cached.is_file() {
         // SAFETY: files in the cache folder are written only by this host
@@ -237,7 +241,21 @@ enum Loaded {
     Policy(PolicyPlugin),
 }
 
-async fn load_one(sandbox: &Sandbox, cache_dir: &Path, path: &Path) -> Result<Loaded, String> {
+/// Loads one text adapter component from `path`, compiled without the
+/// cache, with every check a folder load makes (the adapter kit's entry).
+pub async fn load_adapter(sandbox: &Sandbox, path: &Path) -> Result<AdapterPlugin, String> {
+    match load_one(sandbox, None, path).await? {
+        Loaded::Adapter(a) => Ok(a),
+        Loaded::Video(_) => Err("is a video adapter, not a text adapter".into()),
+        Loaded::Policy(_) => Err("is a policy, not a text adapter".into()),
+    }
+}
+
+async fn load_one(
+    sandbox: &Sandbox,
+    cache_dir: Option<&Path>,
+    path: &Path,
+) -> Result<Loaded, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     let sha = hex::encode(Sha256::digest(&bytes));
     let component = {
@@ -245,10 +263,10 @@ async fn load_one(sandbox: &Sandbox, cache_dir: &Path, path: &Path) -> Result<Lo
         let (engine, key, cache, sha) = (
             sandbox.engine.clone(),
             engine_key(sandbox),
-            cache_dir.to_path_buf(),
+            cache_dir.map(Path::to_path_buf),
             sha.clone(),
         );
-        tokio::task::spawn_blocking(move || compile(&engine, &key, &cache, &bytes, &sha))
+        tokio::task::spawn_blocking(move || compile(&engine, &key, cache.as_deref(), &bytes, &sha))
             .await
             .map_err(|e| format!("compilation aborted: {e}"))?
             .map_err(|e| format!("not a valid component: {e:#}"))?
@@ -348,7 +366,7 @@ pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Re
     let scan = scan(dirs);
     let mut reg = Registry::default();
     for (path, _, _) in &scan {
-        match load_one(sandbox, cache_dir, path).await {
+        match load_one(sandbox, Some(cache_dir), path).await {
             Ok(loaded) => {
                 let (kind, name) = match &loaded {
                     Loaded::Adapter(p) => ("adapter", p.info.name.to_string()),

@@ -19,6 +19,7 @@
 //!   keep it small.
 
 use super::bindings::adapter::gateway::plugin::{log, types};
+use crate::clock::SharedClock;
 use crate::config::PluginConfig;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -135,10 +136,25 @@ impl log::Host for GuestState {
     }
 }
 
+/// Guests read the gateway's clock (WASI's wall clock), so time is injected
+/// for them too: a manual clock in tests, a fixed one in the adapter kit.
+struct GuestClock(SharedClock);
+
+impl wasmtime_wasi::HostWallClock for GuestClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.0.now_ms().max(0) as u64)
+    }
+}
+
 /// The engine, the linker and the limits; shared by every plugin.
 pub struct Sandbox {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<GuestState>,
+    clock: SharedClock,
     limits: PluginConfig,
     ticks_per_call: u64,
     stop_ticker: Arc<AtomicBool>,
@@ -151,7 +167,7 @@ impl Drop for Sandbox {
 }
 
 impl Sandbox {
-    pub fn new(limits: &PluginConfig) -> anyhow::Result<Sandbox> {
+    pub fn new(limits: &PluginConfig, clock: SharedClock) -> anyhow::Result<Sandbox> {
         let mut cfg = wasmtime::Config::new();
         cfg.wasm_component_model(true);
         cfg.epoch_interruption(true);
@@ -195,6 +211,7 @@ impl Sandbox {
         Ok(Sandbox {
             engine,
             linker,
+            clock,
             limits: limits.clone(),
             ticks_per_call,
             stop_ticker,
@@ -208,7 +225,9 @@ impl Sandbox {
     /// A fresh store for one request (or one stream).
     pub fn new_store(&self, plugin: Arc<str>, request_id: &str) -> Store<GuestState> {
         let state = GuestState {
-            wasi: wasmtime_wasi::WasiCtxBuilder::new().build(),
+            wasi: wasmtime_wasi::WasiCtxBuilder::new()
+                .wall_clock(GuestClock(self.clock.clone()))
+                .build(),
             table: ResourceTable::new(),
             limiter: MemoryLimiter {
                 limit: self.limits.max_memory_bytes,

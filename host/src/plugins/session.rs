@@ -55,6 +55,9 @@ impl std::fmt::Display for AdapterError {
             AdapterError::Plugin(PluginError::UpstreamFormat(m)) => {
                 write!(f, "unreadable upstream answer: {m}")
             }
+            AdapterError::Plugin(PluginError::UpstreamFailed(e)) => {
+                write!(f, "the upstream reported a failure: {}", e.message)
+            }
         }
     }
 }
@@ -76,6 +79,21 @@ impl From<AdapterError> for ApiError {
             AdapterError::Plugin(PluginError::UpstreamFormat(m)) => {
                 ApiError::Adapter(format!("the upstream's answer could not be read: {m}"))
             }
+            AdapterError::Plugin(PluginError::UpstreamFailed(e)) => ApiError::Upstream {
+                // Only an error status is accepted from a guest.
+                status: if (400..600).contains(&e.status) {
+                    e.status
+                } else {
+                    502
+                },
+                code: if e.code.is_empty() {
+                    "upstream_error".into()
+                } else {
+                    e.code
+                },
+                message: e.message,
+                retry_after_secs: e.retry_after_secs,
+            },
         }
     }
 }

@@ -1,22 +1,24 @@
 use serde_json::{json, Map, Value};
 
-use super::names::{role_from, role_name};
+use super::names::role_from;
 use crate::canonical::{
-    ChatRequest, Content, ContentPart, Message, Reasoning, ResponseFormat, Sampling, Tool,
-    ToolCall, ToolChoice,
+    Block, ImageSource, Message, Reasoning, Request, ResponseFormat, Role, Sampling, Tool,
+    ToolCall, ToolChoice, ToolResult,
 };
-use crate::json::{as_count, kind_name};
+use crate::json::{as_count, Fields};
 use crate::TranslateError;
 
 type Result<T> = std::result::Result<T, TranslateError>;
 
 /// Reads a chat-completions request body.
-pub fn parse_request(body: &Value) -> Result<ChatRequest> {
-    let object = body
-        .as_object()
-        .ok_or_else(|| TranslateError::invalid("request body must be a JSON object"))?;
-    let fields = Fields(object);
-    let messages = match object.get("messages") {
+pub fn parse_request(body: &Value) -> Result<Request> {
+    let fields = Fields::of(body)?;
+    if fields.count("n")?.is_some_and(|n| n > 1) {
+        return Err(TranslateError::unsupported(
+            "`n` > 1 is only served when the vendor speaks OpenAI chat",
+        ));
+    }
+    let messages = match fields.present("messages") {
         Some(Value::Array(items)) => items
             .iter()
             .enumerate()
@@ -24,165 +26,36 @@ pub fn parse_request(body: &Value) -> Result<ChatRequest> {
             .collect::<Result<Vec<_>>>()?,
         _ => return Err(TranslateError::invalid("`messages` must be an array")),
     };
-    let stream_usage = object
-        .get("stream_options")
+    let stream_usage = fields
+        .present("stream_options")
         .and_then(|options| options.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    Ok(ChatRequest {
+    Ok(Request {
         model: fields.string("model")?.unwrap_or_default(),
         messages,
-        sampling: parse_sampling(&fields)?,
+        sampling: Sampling {
+            temperature: fields.number("temperature")?,
+            top_p: fields.number("top_p")?,
+            top_k: fields.count("top_k")?,
+            presence_penalty: fields.number("presence_penalty")?,
+            frequency_penalty: fields.number("frequency_penalty")?,
+            seed: fields.integer("seed")?,
+            stop: fields.strings("stop")?,
+        },
         // `max_completion_tokens` is OpenAI's newer name; it wins when both are sent.
         max_tokens: match fields.count("max_completion_tokens")? {
             Some(n) => Some(n),
             None => fields.count("max_tokens")?,
         },
-        tools: parse_tools(object.get("tools"))?,
-        tool_choice: parse_tool_choice(object.get("tool_choice"))?,
-        response_format: parse_response_format(object.get("response_format"))?,
+        tools: parse_tools(&fields)?,
+        tool_choice: parse_tool_choice(fields.present("tool_choice"))?,
+        parallel_tool_calls: fields.boolean("parallel_tool_calls")?,
+        response_format: parse_response_format(fields.present("response_format"))?,
         reasoning: parse_reasoning(&fields)?,
         stream: fields.boolean("stream")?.unwrap_or(false),
         stream_usage,
         user: fields.string("user")?,
-    })
-}
-
-/// Writes a chat-completions request body. The canonical form has no place
-/// for `budget_tokens`, which OpenAI's chat protocol cannot express either.
-pub fn encode_request(request: &ChatRequest) -> Value {
-    let mut out = Map::new();
-    out.insert("model".into(), json!(request.model));
-    out.insert(
-        "messages".into(),
-        Value::Array(request.messages.iter().map(encode_message).collect()),
-    );
-    let sampling = &request.sampling;
-    for (key, value) in [
-        ("temperature", sampling.temperature),
-        ("top_p", sampling.top_p),
-        ("presence_penalty", sampling.presence_penalty),
-        ("frequency_penalty", sampling.frequency_penalty),
-    ] {
-        if let Some(value) = value {
-            out.insert(key.into(), json!(value));
-        }
-    }
-    if let Some(seed) = sampling.seed {
-        out.insert("seed".into(), json!(seed));
-    }
-    if !sampling.stop.is_empty() {
-        out.insert("stop".into(), json!(sampling.stop));
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        out.insert("max_tokens".into(), json!(max_tokens));
-    }
-    if !request.tools.is_empty() {
-        out.insert(
-            "tools".into(),
-            Value::Array(request.tools.iter().map(encode_tool).collect()),
-        );
-    }
-    if let Some(choice) = &request.tool_choice {
-        out.insert("tool_choice".into(), encode_tool_choice(choice));
-    }
-    if let Some(format) = &request.response_format {
-        out.insert("response_format".into(), encode_response_format(format));
-    }
-    if let Some(effort) = request.reasoning.as_ref().and_then(encode_reasoning_effort) {
-        out.insert("reasoning_effort".into(), json!(effort));
-    }
-    if request.stream {
-        out.insert("stream".into(), json!(true));
-        if request.stream_usage {
-            out.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    if let Some(user) = &request.user {
-        out.insert("user".into(), json!(user));
-    }
-    Value::Object(out)
-}
-
-/// Typed access to optional members, with errors naming the member.
-struct Fields<'a>(&'a Map<String, Value>);
-
-impl Fields<'_> {
-    fn present(&self, key: &str) -> Option<&Value> {
-        self.0.get(key).filter(|value| !value.is_null())
-    }
-
-    fn wrong(key: &str, wanted: &str, got: &Value) -> TranslateError {
-        TranslateError::invalid(format!("`{key}` must be {wanted}, not {}", kind_name(got)))
-    }
-
-    fn string(&self, key: &str) -> Result<Option<String>> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(Self::wrong(key, "a string", other)),
-        }
-    }
-
-    fn number(&self, key: &str) -> Result<Option<f64>> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(value) => value
-                .as_f64()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "a number", value)),
-        }
-    }
-
-    fn integer(&self, key: &str) -> Result<Option<i64>> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(value) => value
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "an integer", value)),
-        }
-    }
-
-    fn count(&self, key: &str) -> Result<Option<u64>> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(value) => as_count(value)
-                .map(Some)
-                .ok_or_else(|| Self::wrong(key, "a non-negative integer", value)),
-        }
-    }
-
-    fn boolean(&self, key: &str) -> Result<Option<bool>> {
-        match self.present(key) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(Self::wrong(key, "a boolean", other)),
-        }
-    }
-}
-
-fn parse_sampling(fields: &Fields<'_>) -> Result<Sampling> {
-    let stop = match fields.present("stop") {
-        None => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| TranslateError::invalid("`stop` must hold strings"))
-            })
-            .collect::<Result<_>>()?,
-        Some(other) => return Err(Fields::wrong("stop", "a string or an array", other)),
-    };
-    Ok(Sampling {
-        temperature: fields.number("temperature")?,
-        top_p: fields.number("top_p")?,
-        presence_penalty: fields.number("presence_penalty")?,
-        frequency_penalty: fields.number("frequency_penalty")?,
-        seed: fields.integer("seed")?,
-        stop,
     })
 }
 
@@ -197,48 +70,68 @@ fn parse_message(at: usize, item: &Value) -> Result<Message> {
     let role = role_from(&role_text).ok_or_else(|| {
         TranslateError::invalid(format!("`messages[{at}].role` `{role_text}` is unknown"))
     })?;
-    let content = match fields.present("content") {
-        None => None,
-        Some(Value::String(text)) => Some(Content::Text(text.clone())),
-        Some(Value::Array(parts)) => Some(Content::Parts(
-            parts.iter().map(parse_part).collect::<Result<_>>()?,
-        )),
-        Some(other) => {
-            return Err(Fields::wrong(
-                &format!("messages[{at}].content"),
-                "a string or an array",
-                other,
-            ))
-        }
+    let content = parse_content(at, fields.present("content"))?;
+    if role == Role::Tool {
+        // `function` (the old name) identified the call by the function's name.
+        let call_id = match fields.string("tool_call_id")? {
+            Some(id) => id,
+            None => fields.string("name")?.unwrap_or_default(),
+        };
+        return Ok(Message::new(
+            Role::Tool,
+            vec![Block::ToolResult(ToolResult {
+                call_id,
+                name: fields.string("name")?,
+                content,
+                is_error: false,
+            })],
+        ));
+    }
+    let mut blocks = Vec::new();
+    // DeepSeek and Qwen say `reasoning_content`, some routers `reasoning`.
+    let reasoning = match fields.string("reasoning_content")? {
+        Some(r) => Some(r),
+        None => fields
+            .present("reasoning")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     };
-    let tool_calls = match fields.present("tool_calls") {
-        None => Vec::new(),
-        Some(Value::Array(calls)) => calls.iter().map(parse_tool_call).collect::<Result<_>>()?,
-        Some(other) => {
-            return Err(Fields::wrong(
-                &format!("messages[{at}].tool_calls"),
-                "an array",
-                other,
-            ))
-        }
-    };
-    Ok(Message {
-        role,
-        content,
-        name: fields.string("name")?,
-        reasoning: fields.string("reasoning_content")?,
-        tool_calls,
-        tool_call_id: fields.string("tool_call_id")?,
-    })
+    if let Some(text) = reasoning.filter(|r| !r.is_empty()) {
+        blocks.push(Block::Thinking {
+            text,
+            signature: None,
+        });
+    }
+    blocks.extend(content);
+    if let Some(refusal) = fields.string("refusal")? {
+        blocks.push(Block::Text(refusal));
+    }
+    for call in fields.array("tool_calls")? {
+        blocks.push(Block::ToolCall(parse_tool_call(call)?));
+    }
+    Ok(Message::new(role, blocks))
 }
 
-fn parse_part(part: &Value) -> Result<ContentPart> {
+fn parse_content(at: usize, content: Option<&Value>) -> Result<Vec<Block>> {
+    match content {
+        None => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![Block::Text(text.clone())]),
+        Some(Value::Array(parts)) => parts.iter().map(parse_part).collect(),
+        Some(other) => Err(Fields::wrong(
+            &format!("messages[{at}].content"),
+            "a string or an array",
+            other,
+        )),
+    }
+}
+
+fn parse_part(part: &Value) -> Result<Block> {
     let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "text" => part
             .get("text")
             .and_then(Value::as_str)
-            .map(|text| ContentPart::Text(text.to_owned()))
+            .map(|text| Block::Text(text.to_owned()))
             .ok_or_else(|| TranslateError::invalid("a text part needs a string `text`")),
         "image_url" => {
             let image = part.get("image_url");
@@ -248,14 +141,7 @@ fn parse_part(part: &Value) -> Result<ContentPart> {
                 .or(image)
                 .and_then(Value::as_str)
                 .ok_or_else(|| TranslateError::invalid("an image_url part needs a `url`"))?;
-            let detail = image
-                .and_then(|i| i.get("detail"))
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            Ok(ContentPart::Image {
-                url: url.to_owned(),
-                detail,
-            })
+            Ok(Block::Image(ImageSource::from_url(url)))
         }
         other => Err(TranslateError::unsupported(format!(
             "content parts of type `{other}` are not supported"
@@ -286,13 +172,9 @@ fn parse_tool_call(call: &Value) -> Result<ToolCall> {
     })
 }
 
-fn parse_tools(tools: Option<&Value>) -> Result<Vec<Tool>> {
-    let items = match tools {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(other) => return Err(Fields::wrong("tools", "an array", other)),
-    };
-    items
+fn parse_tools(fields: &Fields<'_>) -> Result<Vec<Tool>> {
+    fields
+        .array("tools")?
         .iter()
         .map(|tool| {
             let kind = tool
@@ -316,6 +198,7 @@ fn parse_tools(tools: Option<&Value>) -> Result<Vec<Tool>> {
                     .and_then(Value::as_str)
                     .map(str::to_owned),
                 parameters: function.get("parameters").filter(|p| !p.is_null()).cloned(),
+                strict: function.get("strict").and_then(Value::as_bool),
             })
         })
         .collect()
@@ -323,7 +206,7 @@ fn parse_tools(tools: Option<&Value>) -> Result<Vec<Tool>> {
 
 fn parse_tool_choice(choice: Option<&Value>) -> Result<Option<ToolChoice>> {
     match choice {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(Value::String(mode)) => match mode.as_str() {
             "auto" => Ok(Some(ToolChoice::Auto)),
             "none" => Ok(Some(ToolChoice::None)),
@@ -342,7 +225,7 @@ fn parse_tool_choice(choice: Option<&Value>) -> Result<Option<ToolChoice>> {
 }
 
 fn parse_response_format(format: Option<&Value>) -> Result<Option<ResponseFormat>> {
-    let Some(format) = format.filter(|f| !f.is_null()) else {
+    let Some(format) = format else {
         return Ok(None);
     };
     match format.get("type").and_then(Value::as_str) {
@@ -395,44 +278,159 @@ fn parse_reasoning(fields: &Fields<'_>) -> Result<Option<Reasoning>> {
     Ok(seen.then_some(reasoning))
 }
 
-fn encode_message(message: &Message) -> Value {
+/// Writes a chat-completions request body for an OpenAI-compatible vendor.
+///
+/// Thinking from earlier turns is not sent back: the protocol has no field
+/// for it (some vendors refuse `reasoning_content` in input). A request to
+/// switch thinking off is written `reasoning_effort: "none"`; an effort or
+/// budget as `reasoning_effort`.
+pub fn encode_request(request: &Request) -> Value {
     let mut out = Map::new();
-    out.insert("role".into(), json!(role_name(message.role)));
-    let content = match &message.content {
-        None => Value::Null,
-        Some(Content::Text(text)) => json!(text),
-        Some(Content::Parts(parts)) => Value::Array(parts.iter().map(encode_part).collect()),
-    };
-    out.insert("content".into(), content);
-    if let Some(name) = &message.name {
-        out.insert("name".into(), json!(name));
+    out.insert("model".into(), json!(request.model));
+    let mut messages = Vec::new();
+    for m in &request.messages {
+        encode_message(m, &mut messages);
     }
-    if let Some(reasoning) = &message.reasoning {
-        out.insert("reasoning_content".into(), json!(reasoning));
+    out.insert("messages".into(), Value::Array(messages));
+    let sampling = &request.sampling;
+    for (key, value) in [
+        ("temperature", sampling.temperature),
+        ("top_p", sampling.top_p),
+        ("presence_penalty", sampling.presence_penalty),
+        ("frequency_penalty", sampling.frequency_penalty),
+    ] {
+        if let Some(value) = value {
+            out.insert(key.into(), json!(value));
+        }
     }
-    if !message.tool_calls.is_empty() {
+    if let Some(seed) = sampling.seed {
+        out.insert("seed".into(), json!(seed));
+    }
+    if !sampling.stop.is_empty() {
+        out.insert("stop".into(), json!(sampling.stop));
+    }
+    if let Some(max_tokens) = request.max_tokens {
+        out.insert("max_tokens".into(), json!(max_tokens));
+    }
+    if !request.tools.is_empty() {
         out.insert(
-            "tool_calls".into(),
-            Value::Array(message.tool_calls.iter().map(encode_tool_call).collect()),
+            "tools".into(),
+            Value::Array(request.tools.iter().map(encode_tool).collect()),
         );
     }
-    if let Some(id) = &message.tool_call_id {
-        out.insert("tool_call_id".into(), json!(id));
+    if let Some(choice) = &request.tool_choice {
+        out.insert("tool_choice".into(), encode_tool_choice(choice));
+    }
+    if let Some(parallel) = request.parallel_tool_calls {
+        out.insert("parallel_tool_calls".into(), json!(parallel));
+    }
+    if let Some(format) = &request.response_format {
+        out.insert("response_format".into(), encode_response_format(format));
+    }
+    if let Some(r) = &request.reasoning {
+        if r.enabled == Some(false) {
+            out.insert("reasoning_effort".into(), json!("none"));
+        } else if let Some(effort) = r.effort_level() {
+            out.insert("reasoning_effort".into(), json!(effort));
+        } else if r.enabled == Some(true) {
+            out.insert("reasoning_effort".into(), json!("medium"));
+        }
+    }
+    if request.stream {
+        out.insert("stream".into(), json!(true));
+        // Always: the gateway bills from it.
+        out.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if let Some(user) = &request.user {
+        out.insert("user".into(), json!(user));
     }
     Value::Object(out)
 }
 
-fn encode_part(part: &ContentPart) -> Value {
-    match part {
-        ContentPart::Text(text) => json!({"type": "text", "text": text}),
-        ContentPart::Image { url, detail } => {
-            let mut image = Map::new();
-            image.insert("url".into(), json!(url));
-            if let Some(detail) = detail {
-                image.insert("detail".into(), json!(detail));
-            }
-            json!({"type": "image_url", "image_url": image})
+fn text_or_parts(blocks: &[&Block]) -> Value {
+    if let [Block::Text(t)] = blocks {
+        return json!(t);
+    }
+    Value::Array(
+        blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text(t) => Some(json!({"type": "text", "text": t})),
+                Block::Image(i) => {
+                    Some(json!({"type": "image_url", "image_url": {"url": i.to_url()}}))
+                }
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// One canonical message as one or more OpenAI messages: tool results become
+/// `tool` messages (first, as the protocol wants them right after the call).
+fn encode_message(message: &Message, out: &mut Vec<Value>) {
+    for b in &message.content {
+        if let Block::ToolResult(r) = b {
+            let text = if r.is_error && !r.text().is_empty() {
+                // OpenAI has no error flag; say it in the content.
+                format!("error: {}", r.text())
+            } else {
+                r.text()
+            };
+            out.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": text}));
         }
+    }
+    let rest: Vec<&Block> = message
+        .content
+        .iter()
+        .filter(|b| matches!(b, Block::Text(_) | Block::Image(_)))
+        .collect();
+    let calls: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolCall(c) => Some(encode_tool_call(c)),
+            _ => None,
+        })
+        .collect();
+    let role = match message.role {
+        Role::System => "system",
+        Role::User | Role::Tool => "user",
+        Role::Assistant => "assistant",
+    };
+    if message.role == Role::Assistant {
+        if rest.is_empty() && calls.is_empty() {
+            return;
+        }
+        let text: String = rest
+            .iter()
+            .filter_map(|b| match b {
+                Block::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert("role".into(), json!("assistant"));
+        m.insert(
+            "content".into(),
+            if text.is_empty() && !calls.is_empty() {
+                Value::Null
+            } else {
+                json!(text)
+            },
+        );
+        if !calls.is_empty() {
+            m.insert("tool_calls".into(), Value::Array(calls));
+        }
+        out.push(Value::Object(m));
+        return;
+    }
+    if message.role == Role::System {
+        let text = crate::canonical::joined_text(&message.content);
+        out.push(json!({"role": "system", "content": text}));
+        return;
+    }
+    if !rest.is_empty() {
+        out.push(json!({"role": role, "content": text_or_parts(&rest)}));
     }
 }
 
@@ -452,6 +450,9 @@ fn encode_tool(tool: &Tool) -> Value {
     }
     if let Some(parameters) = &tool.parameters {
         function.insert("parameters".into(), parameters.clone());
+    }
+    if let Some(strict) = tool.strict {
+        function.insert("strict".into(), json!(strict));
     }
     json!({"type": "function", "function": function})
 }
@@ -474,192 +475,162 @@ fn encode_response_format(format: &ResponseFormat) -> Value {
             schema,
             strict,
         } => {
-            let mut spec = Map::new();
-            spec.insert("name".into(), json!(name));
+            let mut inner = Map::new();
+            inner.insert("name".into(), json!(name));
             if let Some(schema) = schema {
-                spec.insert("schema".into(), schema.clone());
+                inner.insert("schema".into(), schema.clone());
             }
             if let Some(strict) = strict {
-                spec.insert("strict".into(), json!(strict));
+                inner.insert("strict".into(), json!(strict));
             }
-            json!({"type": "json_schema", "json_schema": spec})
+            json!({"type": "json_schema", "json_schema": inner})
         }
-    }
-}
-
-/// OpenAI expresses "no thinking" as effort `none`.
-fn encode_reasoning_effort(reasoning: &Reasoning) -> Option<&str> {
-    match (&reasoning.effort, reasoning.enabled) {
-        (_, Some(false)) => Some("none"),
-        (Some(effort), _) => Some(effort),
-        (None, _) => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::canonical::Role;
 
-    fn full_request() -> Value {
-        json!({
-            "model": "gpt-x",
-            "messages": [
-                {"role": "developer", "content": "be brief"},
-                {"role": "user", "content": [
-                    {"type": "text", "text": "what is this?"},
-                    {"type": "image_url", "image_url": {"url": "https://x/cat.png", "detail": "low"}}
-                ]},
-                {"role": "assistant", "content": null, "reasoning_content": "hmm",
-                 "tool_calls": [{"id": "call_1", "type": "function",
-                                 "function": {"name": "look", "arguments": "{\"q\":1}"}}]},
-                {"role": "tool", "tool_call_id": "call_1", "content": "a cat"}
-            ],
-            "temperature": 0.5,
-            "top_p": 0.9,
-            "seed": 7,
-            "stop": "END",
-            "max_tokens": 100,
-            "tools": [{"type": "function", "function": {
-                "name": "look", "description": "looks", "parameters": {"type": "object"}}}],
-            "tool_choice": {"type": "function", "function": {"name": "look"}},
-            "response_format": {"type": "json_object"},
-            "reasoning_effort": "high",
-            "stream": true,
-            "stream_options": {"include_usage": true},
-            "user": "u-1"
-        })
+    fn parse(v: Value) -> Request {
+        parse_request(&v).unwrap()
     }
 
     #[test]
-    fn reads_every_field() {
-        let request = parse_request(&full_request()).unwrap();
-        assert_eq!(request.model, "gpt-x");
-        assert_eq!(request.messages.len(), 4);
-        assert_eq!(request.messages[0], Message::text(Role::System, "be brief"));
+    fn messages_become_ordered_blocks() {
+        let r = parse(json!({"model": "m", "messages": [
+            {"role": "developer", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]},
+            {"role": "assistant", "reasoning_content": "hmm", "content": null,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}},
+                            {"id": "c2", "type": "function", "function": {"name": "g", "arguments": {"b": 2}}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "two"}]}
+        ]}));
+        assert_eq!(r.messages[0], Message::text(Role::System, "be brief"));
         assert_eq!(
-            request.messages[1].content,
-            Some(Content::Parts(vec![
-                ContentPart::Text("what is this?".into()),
-                ContentPart::Image {
-                    url: "https://x/cat.png".into(),
-                    detail: Some("low".into()),
-                },
-            ]))
-        );
-        let assistant = &request.messages[2];
-        assert_eq!(assistant.content, None);
-        assert_eq!(assistant.reasoning.as_deref(), Some("hmm"));
-        assert_eq!(
-            assistant.tool_calls,
-            vec![ToolCall {
-                id: "call_1".into(),
-                name: "look".into(),
-                arguments: "{\"q\":1}".into(),
-            }]
-        );
-        assert_eq!(request.messages[3].role, Role::Tool);
-        assert_eq!(request.messages[3].tool_call_id.as_deref(), Some("call_1"));
-        assert_eq!(request.sampling.temperature, Some(0.5));
-        assert_eq!(request.sampling.top_p, Some(0.9));
-        assert_eq!(request.sampling.seed, Some(7));
-        assert_eq!(request.sampling.stop, vec!["END".to_owned()]);
-        assert_eq!(request.max_tokens, Some(100));
-        assert_eq!(request.tools.len(), 1);
-        assert_eq!(
-            request.tool_choice,
-            Some(ToolChoice::Function("look".into()))
-        );
-        assert_eq!(request.response_format, Some(ResponseFormat::JsonObject));
-        assert_eq!(
-            request.reasoning,
-            Some(Reasoning {
-                enabled: None,
-                effort: Some("high".into()),
-                budget_tokens: None,
+            r.messages[1].content[1],
+            Block::Image(ImageSource::Base64 {
+                media_type: "image/png".into(),
+                data: "AA".into()
             })
         );
-        assert!(request.stream && request.stream_usage);
-        assert_eq!(request.user.as_deref(), Some("u-1"));
+        let a = &r.messages[2].content;
+        assert_eq!(
+            a[0],
+            Block::Thinking {
+                text: "hmm".into(),
+                signature: None
+            }
+        );
+        assert_eq!(
+            a[2],
+            Block::ToolCall(ToolCall {
+                id: "c2".into(),
+                name: "g".into(),
+                arguments: r#"{"b":2}"#.into()
+            })
+        );
+        let Block::ToolResult(t) = &r.messages[4].content[0] else {
+            panic!("a tool result")
+        };
+        assert_eq!((t.call_id.as_str(), t.text()), ("c2", "two".to_owned()));
     }
 
     #[test]
-    fn round_trips_through_canonical() {
-        let request = parse_request(&full_request()).unwrap();
-        let again = parse_request(&encode_request(&request)).unwrap();
-        assert_eq!(again, request);
-    }
-
-    #[test]
-    fn every_thinking_switch_means_disabled() {
-        for body in [
-            json!({"messages": [], "enable_thinking": false}),
-            json!({"messages": [], "thinking": {"type": "disabled"}}),
-            json!({"messages": [], "reasoning_effort": "none"}),
+    fn thinking_switches_collapse() {
+        for (k, v) in [
+            ("enable_thinking", json!(false)),
+            ("thinking", json!({"type": "disabled"})),
+            ("reasoning_effort", json!("none")),
         ] {
-            let request = parse_request(&body).unwrap();
-            assert_eq!(request.reasoning.and_then(|r| r.enabled), Some(false));
+            let mut body = json!({"messages": []});
+            body[k] = v;
+            assert_eq!(parse(body).reasoning.unwrap().enabled, Some(false), "{k}");
         }
-        let plain = parse_request(&json!({"messages": []})).unwrap();
-        assert_eq!(plain.reasoning, None);
-        let encoded = encode_request(&ChatRequest {
+        let encoded = encode_request(&Request {
             reasoning: Some(Reasoning {
                 enabled: Some(false),
                 ..Reasoning::default()
             }),
-            ..ChatRequest::new("m", vec![])
+            ..Request::new("m", vec![])
         });
-        assert_eq!(encoded["reasoning_effort"], json!("none"));
+        assert_eq!(encoded["reasoning_effort"], "none");
     }
 
     #[test]
-    fn newer_max_completion_tokens_wins() {
-        let body = json!({"messages": [], "max_tokens": 5, "max_completion_tokens": 9});
-        assert_eq!(parse_request(&body).unwrap().max_tokens, Some(9));
-    }
-
-    #[test]
-    fn malformed_requests_are_invalid() {
-        for body in [
-            json!([]),
-            json!({"model": "m"}),
-            json!({"messages": "hi"}),
-            json!({"messages": [{"content": "x"}]}),
-            json!({"messages": [{"role": "wizard", "content": "x"}]}),
-            json!({"messages": [{"role": "user", "content": 3}]}),
-            json!({"messages": [], "temperature": "hot"}),
-            json!({"messages": [], "max_tokens": -1}),
-            json!({"messages": [], "stream": "yes"}),
-            json!({"messages": [], "stop": [1]}),
-        ] {
-            assert!(
-                matches!(parse_request(&body), Err(TranslateError::InvalidRequest(_))),
-                "{body}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_features_are_unsupported() {
-        let audio = json!({"messages": [{"role": "user", "content": [
-            {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]});
-        assert!(matches!(
-            parse_request(&audio),
-            Err(TranslateError::Unsupported(_))
-        ));
-        let search = json!({"messages": [], "tools": [{"type": "web_search"}]});
-        assert!(matches!(
-            parse_request(&search),
-            Err(TranslateError::Unsupported(_))
-        ));
-    }
-
-    #[test]
-    fn encode_leaves_out_what_is_unset() {
-        let request = ChatRequest::new("m", vec![Message::text(Role::User, "hi")]);
-        assert_eq!(
-            encode_request(&request),
-            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    fn tool_results_in_user_turns_become_tool_messages_first() {
+        let req = Request::new(
+            "m",
+            vec![Message::new(
+                Role::User,
+                vec![
+                    Block::ToolResult(ToolResult {
+                        call_id: "c1".into(),
+                        name: None,
+                        content: vec![Block::Text("42".into())],
+                        is_error: false,
+                    }),
+                    Block::ToolResult(ToolResult {
+                        call_id: "c2".into(),
+                        name: None,
+                        content: vec![Block::Text("boom".into())],
+                        is_error: true,
+                    }),
+                    Block::Text("and now?".into()),
+                ],
+            )],
         );
+        assert_eq!(
+            encode_request(&req)["messages"],
+            json!([
+                {"role": "tool", "tool_call_id": "c1", "content": "42"},
+                {"role": "tool", "tool_call_id": "c2", "content": "error: boom"},
+                {"role": "user", "content": "and now?"}
+            ])
+        );
+    }
+
+    #[test]
+    fn round_trip_keeps_what_the_protocol_can_say() {
+        let body = json!({"model": "m", "max_tokens": 9, "temperature": 0.5, "stop": ["x"],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            "tool_choice": "required", "parallel_tool_calls": false, "stream": true,
+            "messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": null, "tool_calls": [
+                             {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": "c", "content": "ok"}]});
+        let encoded = encode_request(&parse(body.clone()));
+        for key in [
+            "max_tokens",
+            "temperature",
+            "stop",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+            "messages",
+        ] {
+            assert_eq!(encoded[key], body[key], "{key}");
+        }
+        assert_eq!(encoded["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(matches!(
+            parse_request(&json!({"messages": [{"role": "wizard", "content": "x"}]})),
+            Err(TranslateError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            parse_request(&json!({"messages": [], "n": 2})),
+            Err(TranslateError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse_request(
+                &json!({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})
+            ),
+            Err(TranslateError::Unsupported(_))
+        ));
     }
 }

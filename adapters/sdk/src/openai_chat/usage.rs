@@ -26,13 +26,20 @@ pub fn parse_usage(value: &Value) -> Option<Usage> {
     Some(usage.consistent())
 }
 
-/// Writes an OpenAI `usage` object.
+/// Writes an OpenAI `usage` object. OpenAI has no cache-write counter; when
+/// a vendor reported cache writes they appear as
+/// `prompt_tokens_details.cache_write_tokens` (inside `prompt_tokens`, like
+/// every other part), which OpenAI-compatible clients ignore if unknown.
 pub fn encode_usage(usage: &Usage) -> Value {
+    let mut prompt_details = json!({"cached_tokens": usage.cache_read_tokens});
+    if usage.cache_write_tokens > 0 {
+        prompt_details["cache_write_tokens"] = json!(usage.cache_write_tokens);
+    }
     json!({
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens(),
-        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "prompt_tokens_details": prompt_details,
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
     })
 }

@@ -1,0 +1,467 @@
+//! `gateway adapter test PATH.wasm FIXTURES_DIR`: runs a vendor adapter
+//! component, with no network, against recorded fixtures, in the same
+//! sandbox and with the same checks as a running gateway.
+//!
+//! A fixture is one JSON file (`*.json`) describing one call:
+//!
+//! ```text
+//! {
+//!   "client_protocol": "anthropic-messages",    // openai-chat, openai-completions,
+//!                                               // openai-responses, anthropic-messages, gemini
+//!   "model": "claude-sonnet-4-5",                // the client's model name
+//!   "upstream_model": "claude-sonnet-4-5-20250929", // the channel's (default: model)
+//!   "stream": false,
+//!   "request_id": "req_fixture",                 // default
+//!   "client_headers": {"anthropic-version": "2023-06-01"},
+//!   "channel_options": {"api_version": "v1beta"},
+//!   "client_request": { ... },                   // the client's body
+//!   "vendor_request": {"method": "POST", "path": "/messages",
+//!                      "headers": {"anthropic-version": "2023-06-01"}, "body": { ... }},
+//!   // then the vendor's answer: a non-streamed one ...
+//!   "vendor_response": {"status": 200, "headers": {}, "body": { ... }},
+//!   "client_response": {"status": 200, "body": { ... }},
+//!   // ... or a stream (server-sent events as the vendor sent them) ...
+//!   "vendor_stream": "event: message_start\ndata: {...}\n\n...",
+//!   "client_stream": [{"event": "message_start", "data": { ... }}, ...],
+//!   "stream_complete": true,
+//!   // ... or an error (a non-2xx `vendor_response`):
+//!   "error": {"status": 429, "code": "upstream_rate_limited", "retryable": true,
+//!             "retry_after_secs": 7},
+//!   "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 0,
+//!             "cache_write_tokens": 0, "reasoning_tokens": 0}
+//! }
+//! ```
+//!
+//! Every expectation is compared exactly, except that the string `"<any>"`
+//! matches any value and `vendor_request.headers` lists only the headers to
+//! check. The adapter's clock reads [`KIT_CLOCK_SECS`], so timestamps it
+//! makes itself repeat. A mismatch prints the JSON path, what was
+//! expected and what came; any failure makes the command exit non-zero.
+//! `--update` writes what came into the expectations instead (review the
+//! diff before committing it).
+
+use crate::billing::usage::Usage;
+use crate::config::PluginConfig;
+use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting, SseEvent};
+use crate::plugins::registry::{load_adapter, AdapterPlugin};
+use crate::plugins::sandbox::Sandbox;
+use crate::plugins::session::{AdapterSession, OutboundBody};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The wildcard expectation.
+const ANY: &str = "<any>";
+
+/// What the adapter's clock reads under the kit (2023-11-14T22:13:20Z), so
+/// timestamps an adapter makes itself are the same in every run.
+pub const KIT_CLOCK_SECS: i64 = 1_700_000_000;
+
+fn protocol_named(name: &str) -> Option<Protocol> {
+    Some(match name {
+        "openai-chat" => Protocol::OpenaiChat,
+        "openai-completions" => Protocol::OpenaiCompletions,
+        "openai-responses" => Protocol::OpenaiResponses,
+        "anthropic-messages" => Protocol::AnthropicMessages,
+        "gemini" => Protocol::Gemini,
+        _ => return None,
+    })
+}
+
+/// Differences between `expected` and `got`, one line each, with paths.
+pub fn diff(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
+    if expected == &Value::String(ANY.into()) {
+        return;
+    }
+    match (expected, got) {
+        (Value::Object(e), Value::Object(g)) => {
+            for (k, ev) in e {
+                match g.get(k) {
+                    Some(gv) => diff(&format!("{path}.{k}"), ev, gv, out),
+                    None => out.push(format!("{path}.{k}: expected {ev}, but it is missing")),
+                }
+            }
+            for k in g.keys().filter(|k| !e.contains_key(*k)) {
+                out.push(format!("{path}.{k}: not expected, got {}", g[k]));
+            }
+        }
+        (Value::Array(e), Value::Array(g)) => {
+            for (i, (ev, gv)) in e.iter().zip(g).enumerate() {
+                diff(&format!("{path}[{i}]"), ev, gv, out);
+            }
+            if e.len() != g.len() {
+                out.push(format!(
+                    "{path}: expected {} elements, got {}",
+                    e.len(),
+                    g.len()
+                ));
+            }
+        }
+        (e, g) if e == g => {}
+        (e, g) => out.push(format!("{path}: expected {e}, got {g}")),
+    }
+}
+
+fn usage_json(u: &Option<Usage>) -> Value {
+    match u {
+        None => Value::Null,
+        Some(u) => json!({
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+            "reasoning_tokens": u.reasoning_tokens,
+        }),
+    }
+}
+
+/// A body as JSON when it is JSON, else as text.
+fn body_json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+fn pairs(v: Option<&Value>) -> Vec<(String, String)> {
+    v.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What one fixture produced, in the fixture's own terms.
+struct Outcome {
+    got: Map<String, Value>,
+}
+
+async fn run_case(
+    sandbox: &Arc<Sandbox>,
+    plugin: &AdapterPlugin,
+    case: &Value,
+) -> Result<Outcome, String> {
+    let field = |k: &str| case.get(k);
+    let protocol_name = field("client_protocol")
+        .and_then(Value::as_str)
+        .ok_or("`client_protocol` is missing")?;
+    let protocol = protocol_named(protocol_name)
+        .ok_or_else(|| format!("unknown client protocol `{protocol_name}`"))?;
+    let model = field("model")
+        .and_then(Value::as_str)
+        .ok_or("`model` is missing")?;
+    let ctx = RequestCtx {
+        client_protocol: protocol,
+        model: model.to_string(),
+        upstream_model: field("upstream_model")
+            .and_then(Value::as_str)
+            .unwrap_or(model)
+            .to_string(),
+        stream: field("stream").and_then(Value::as_bool).unwrap_or(false),
+        request_id: field("request_id")
+            .and_then(Value::as_str)
+            .unwrap_or("req_fixture")
+            .to_string(),
+        client_headers: pairs(field("client_headers"))
+            .into_iter()
+            .map(|(name, value)| Header { name, value })
+            .collect(),
+        channel_options: pairs(field("channel_options"))
+            .into_iter()
+            .map(|(key, value)| Setting { key, value })
+            .collect(),
+    };
+    let client_body = field("client_request")
+        .ok_or("`client_request` is missing")?
+        .to_string();
+    let mut got = Map::new();
+    let mut session = AdapterSession::start(sandbox, plugin, &ctx.request_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let out = match session
+        .translate_request(&ctx, client_body.as_bytes())
+        .await
+    {
+        Ok(out) => out,
+        Err(e) => {
+            got.insert("request_error".into(), json!(e.to_string()));
+            return Ok(Outcome { got });
+        }
+    };
+    let mut headers = Map::new();
+    let wanted = pairs(field("vendor_request").and_then(|r| r.get("headers")));
+    for (name, _) in &wanted {
+        let values: Vec<&str> = out
+            .headers
+            .get_all(name.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if !values.is_empty() {
+            headers.insert(name.clone(), json!(values.join(",")));
+        }
+    }
+    got.insert(
+        "vendor_request".into(),
+        json!({
+            "method": out.method.as_str(),
+            "path": out.path,
+            "headers": headers,
+            "body": match &out.body {
+                OutboundBody::Bytes(b) => body_json(b),
+                OutboundBody::ClientBody => json!("<the client's body>"),
+            },
+        }),
+    );
+    let state = out.state;
+    if let Some(resp) = field("vendor_response") {
+        let status = resp.get("status").and_then(Value::as_u64).unwrap_or(200) as u16;
+        let vendor_headers: Vec<Header> = pairs(resp.get("headers"))
+            .into_iter()
+            .map(|(name, value)| Header {
+                name: name.to_ascii_lowercase(),
+                value,
+            })
+            .collect();
+        let body = match resp.get("body") {
+            Some(Value::String(s)) => s.clone().into_bytes(),
+            Some(v) => v.to_string().into_bytes(),
+            None => Vec::new(),
+        };
+        if (200..300).contains(&status) {
+            match session
+                .translate_response(&ctx, &state, status, &vendor_headers, &body)
+                .await
+            {
+                Ok(a) => {
+                    got.insert(
+                        "client_response".into(),
+                        json!({"status": a.status.as_u16(), "body": body_json(&a.body)}),
+                    );
+                    got.insert("usage".into(), usage_json(&a.usage));
+                }
+                Err(e) => {
+                    got.insert("response_error".into(), json!(e.to_string()));
+                }
+            }
+        } else {
+            let e = session
+                .translate_error(&ctx, status, &vendor_headers, &body)
+                .await
+                .map_err(|e| e.to_string())?;
+            got.insert(
+                "error".into(),
+                json!({"status": e.status.as_u16(), "code": e.code, "message": e.message,
+                       "retryable": e.retryable, "retry_after_secs": e.retry_after_secs}),
+            );
+        }
+    } else if let Some(stream) = field("vendor_stream").and_then(Value::as_str) {
+        use futures_util::StreamExt;
+        let translator = session
+            .open_stream(&ctx, &state)
+            .await
+            .map_err(|e| e.to_string())?;
+        let bytes = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from(
+            stream.to_string(),
+        ))]);
+        let mut events = Box::pin(crate::sse::events(bytes, crate::sse::DEFAULT_MAX_PENDING));
+        let mut client = Vec::new();
+        while let Some(ev) = events.next().await {
+            let ev = ev.map_err(|e| format!("the fixture's stream is not SSE: {e}"))?;
+            let sse = SseEvent {
+                event: ev.event,
+                data: ev.data,
+            };
+            match session.push(translator, &sse).await {
+                Ok(out) => client.extend(out),
+                Err(e) => {
+                    got.insert("stream_error".into(), json!(e.to_string()));
+                    break;
+                }
+            }
+        }
+        let end = session
+            .finish(translator)
+            .await
+            .map_err(|e| e.to_string())?;
+        if end.complete {
+            client.extend(end.events);
+        }
+        got.insert(
+            "client_stream".into(),
+            Value::Array(
+                client
+                    .into_iter()
+                    .map(|e| {
+                        let mut o = Map::new();
+                        if let Some(name) = e.event {
+                            o.insert("event".into(), json!(name));
+                        }
+                        o.insert(
+                            "data".into(),
+                            serde_json::from_str(&e.data).unwrap_or(Value::String(e.data)),
+                        );
+                        Value::Object(o)
+                    })
+                    .collect(),
+            ),
+        );
+        got.insert("stream_complete".into(), json!(end.complete));
+        got.insert("usage".into(), usage_json(&end.usage));
+    }
+    Ok(Outcome { got })
+}
+
+/// The keys of a fixture that are expectations.
+const EXPECTED: &[&str] = &[
+    "vendor_request",
+    "client_response",
+    "client_stream",
+    "stream_complete",
+    "usage",
+    "error",
+    "request_error",
+    "response_error",
+    "stream_error",
+];
+
+/// Runs every fixture in `dir` against the component at `wasm`; prints one
+/// line per fixture and the differences; `Ok(true)` when all passed.
+pub async fn run(wasm: &Path, dir: &Path, update: bool) -> anyhow::Result<bool> {
+    // The production defaults (`[plugins]`), so an adapter that passes here
+    // fits the same CPU and memory bounds in a gateway.
+    let sandbox = Arc::new(Sandbox::new(
+        &PluginConfig {
+            call_timeout: std::time::Duration::from_millis(200),
+            max_memory_bytes: 64 * 1024 * 1024,
+            epoch_tick: std::time::Duration::from_millis(10),
+            max_instances: 16,
+            reload_interval: std::time::Duration::ZERO,
+        },
+        Arc::new(crate::clock::ManualClock::new(KIT_CLOCK_SECS * 1000)),
+    )?);
+    let plugin = load_adapter(&sandbox, wasm)
+        .await
+        .map_err(|why| anyhow::anyhow!("{}: {why}", wasm.display()))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().and_then(|x| x.to_str()) == Some("json"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        anyhow::bail!("no *.json fixtures in {}", dir.display());
+    }
+    let (mut passed, mut failed) = (0, 0);
+    for file in &files {
+        let name = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let text = std::fs::read_to_string(file)?;
+        let mut case: Value = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", file.display()))?;
+        let outcome = match run_case(&sandbox, &plugin, &case).await {
+            Ok(o) => o,
+            Err(why) => {
+                failed += 1;
+                println!("FAIL {name}: {why}");
+                continue;
+            }
+        };
+        if update {
+            if let Some(obj) = case.as_object_mut() {
+                for k in EXPECTED {
+                    obj.remove(*k);
+                }
+                for (k, v) in &outcome.got {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+            std::fs::write(file, format!("{}\n", serde_json::to_string_pretty(&case)?))?;
+            println!("updated {name}");
+            passed += 1;
+            continue;
+        }
+        let mut lines = Vec::new();
+        for k in EXPECTED {
+            match (case.get(*k), outcome.got.get(*k)) {
+                (None, None) => {}
+                (Some(e), Some(g)) => diff(k, e, g, &mut lines),
+                (Some(e), None) => lines.push(format!("{k}: expected {e}, but nothing came")),
+                (None, Some(g)) => lines.push(format!("{k}: not expected, got {g}")),
+            }
+        }
+        if lines.is_empty() {
+            passed += 1;
+            println!("ok   {name}");
+        } else {
+            failed += 1;
+            println!("FAIL {name}");
+            for l in lines {
+                println!("     {l}");
+            }
+        }
+    }
+    println!(
+        "{}: {passed} passed, {failed} failed ({})",
+        wasm.display(),
+        dir.display()
+    );
+    Ok(failed == 0)
+}
+
+/// The command's entry point.
+pub fn main(wasm: &Path, dir: &Path, update: bool) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(wasm, dir, update)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs_name_the_path_and_honour_the_wildcard() {
+        let mut out = Vec::new();
+        diff(
+            "body",
+            &json!({"a": [1, {"b": "x"}], "t": ANY, "gone": 1}),
+            &json!({"a": [1, {"b": "y"}], "t": 12345, "extra": true}),
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            [
+                r#"body.a[1].b: expected "x", got "y""#,
+                "body.gone: expected 1, but it is missing",
+                "body.extra: not expected, got true",
+            ]
+        );
+    }
+}
