@@ -126,7 +126,7 @@ CONFIG="$TMP/gateway.toml"
 {
     sed -E \
         -e 's|^listen = "[^"]*"|listen = "127.0.0.1:0"|' \
-        -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+/v1\"|base_url = \"$SIM_URL/v1\"|" \
+        -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+(/v1)?\"|base_url = \"$SIM_URL\1\"|" \
         -e "s|^data_dir = .*|data_dir = \"$TMP/data\"|" \
         -e "s|^adapters_dir = .*|adapters_dir = \"$ROOT/build/adapters\"|" \
         -e "s|^policies_dir = .*|policies_dir = \"$ROOT/build/policies\"|" \

@@ -67,6 +67,12 @@ async fn models_lists_the_enabled_models_in_the_list_wrapper() {
     assert_eq!(
         ids,
         [
+            "claude-sonnet-4-5",
+            "claude-thinker",
+            "claude-reasoner",
+            "gemini-2.5-flash",
+            "gemini-thinker",
+            "gemini-reasoner",
             "gpt-4o-mini",
             "deepseek-reasoner",
             "qwen-plus",

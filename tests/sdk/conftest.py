@@ -114,7 +114,9 @@ def _write_config(tmp: pathlib.Path, sim_url: str) -> pathlib.Path:
             elif section == "admin" and k == "listen":
                 line = 'listen = "127.0.0.1:0"'
             elif section == "channels" and k == "base_url":
-                line = f"base_url = {_toml_str(sim_url + '/v1')}"
+                # Keep the path (OpenAI and Anthropic channels end in /v1, Gemini's is the root).
+                suffix = "/v1" if re.search(r'/v1"\s*(#.*)?$', line) else ""
+                line = f"base_url = {_toml_str(sim_url + suffix)}"
             elif section == "limits":
                 raise RuntimeError(f"{TEMPLATE} now has a [limits] table; teach conftest.py to merge into it")
         out.append(line)
@@ -128,7 +130,7 @@ def _write_config(tmp: pathlib.Path, sim_url: str) -> pathlib.Path:
             ("[admin] listen", parsed.get("admin", {}).get("listen") == "127.0.0.1:0"),
             ("data_dir", parsed.get("data_dir") == top["data_dir"]),
             ("channels", bool(parsed.get("channels"))),
-            ("[[channels]] base_url", all(c.get("base_url") == f"{sim_url}/v1" for c in parsed.get("channels", []))),
+            ("[[channels]] base_url", all(c.get("base_url") in (sim_url, f"{sim_url}/v1") for c in parsed.get("channels", []))),
         ]
         if not ok
     ]

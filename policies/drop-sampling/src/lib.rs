@@ -4,28 +4,32 @@
 //! policy edits the vendor request, in the vendor's spelling.
 
 use gateway_guest_sdk::bindings::types::{Protocol, RequestCtx};
+use gateway_guest_sdk::gemini::pointer;
 use gateway_guest_sdk::policy::{Edit, Policy, PolicyInfo};
 use gateway_guest_sdk::TranslateError;
 use serde_json::Value;
 
 struct DropSampling;
 
-/// Where each vendor dialect keeps the two parameters.
-fn pointers(vendor: Protocol) -> &'static [&'static str] {
-    match vendor {
-        Protocol::Gemini => &["/generationConfig/temperature", "/generationConfig/topP"],
-        _ => &["/temperature", "/top_p"],
-    }
-}
-
 /// Removes each parameter present, `null` included: an upstream that rejects
-/// the member may reject it even when empty.
+/// the member may reject it even when empty. Gemini keeps them in
+/// `generationConfig`, in camelCase or snake_case as the body was written.
 fn edits(vendor: Protocol, body: &Value) -> Vec<Edit> {
-    pointers(vendor)
+    let found: Vec<String> = match vendor {
+        Protocol::Gemini => [
+            ["generationConfig", "temperature"],
+            ["generationConfig", "topP"],
+        ]
         .iter()
-        .filter(|p| body.pointer(p).is_some())
-        .map(|p| Edit::Remove((*p).to_owned()))
-        .collect()
+        .filter_map(|path| pointer(body, path))
+        .collect(),
+        _ => ["/temperature", "/top_p"]
+            .iter()
+            .filter(|p| body.pointer(p).is_some())
+            .map(|p| (*p).to_owned())
+            .collect(),
+    };
+    found.into_iter().map(Edit::Remove).collect()
 }
 
 impl Policy for DropSampling {

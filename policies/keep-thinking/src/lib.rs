@@ -4,6 +4,7 @@
 //! neither asked for the impossible nor rejects the call.
 
 use gateway_guest_sdk::bindings::types::{Protocol, RequestCtx};
+use gateway_guest_sdk::gemini::pointer;
 use gateway_guest_sdk::policy::{Edit, Policy, PolicyInfo};
 use gateway_guest_sdk::TranslateError;
 use serde_json::Value;
@@ -24,9 +25,13 @@ fn edits(vendor: Protocol, body: &Value) -> Vec<Edit> {
     let mut out = Vec::new();
     match vendor {
         Protocol::Gemini => {
-            let budget = "/generationConfig/thinkingConfig/thinkingBudget";
-            if is(body, budget, Value::from(0)) {
-                out.push(remove(budget));
+            // As the body spells it (the google-genai SDK writes snake_case inside).
+            let budget = pointer(
+                body,
+                &["generationConfig", "thinkingConfig", "thinkingBudget"],
+            );
+            if let Some(p) = budget.filter(|p| is(body, p, Value::from(0))) {
+                out.push(Edit::Remove(p));
             }
         }
         Protocol::AnthropicMessages => {
@@ -106,6 +111,13 @@ mod tests {
                 &json!({"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}})
             ),
             [remove("/generationConfig/thinkingConfig/thinkingBudget")]
+        );
+        assert_eq!(
+            edits(
+                Protocol::Gemini,
+                &json!({"generationConfig": {"thinking_config": {"thinking_budget": 0}}})
+            ),
+            [remove("/generationConfig/thinking_config/thinking_budget")]
         );
     }
 

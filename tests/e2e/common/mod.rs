@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod protocols;
+
 use gateway::clock::ManualClock;
 use gateway::config::Config;
 use gateway::server::{self, Running};
@@ -69,7 +71,12 @@ impl Default for Setup {
             plugins: String::new(),
             video: String::new(),
             webhooks: String::new(),
-            adapters: vec![("adapters", "openai"), ("adapters", "genvideo")],
+            adapters: vec![
+                ("adapters", "openai"),
+                ("adapters", "anthropic"),
+                ("adapters", "gemini"),
+                ("adapters", "genvideo"),
+            ],
             default_models: true,
         }
     }
@@ -85,8 +92,62 @@ pub struct Env {
 }
 
 fn default_models(sim_url: &str) -> String {
+    let sim_root = sim_url.trim_end_matches("/v1");
     format!(
         r#"
+[[channels]]
+name = "sim-anthropic"
+adapter = "anthropic"
+base_url = "{sim_url}"
+key = "env:E2E_SIM_KEY"
+models = ["claude-sonnet-4-5", "claude-thinker", "claude-reasoner"]
+model_map = {{ "claude-sonnet-4-5" = "sim-claude", "claude-thinker" = "sim-claude-reasoner", "claude-reasoner" = "sim-claude-reasoner" }}
+
+[[channels]]
+name = "sim-gemini"
+adapter = "gemini"
+base_url = "{sim_root}"
+key = "env:E2E_SIM_KEY"
+models = ["gemini-2.5-flash", "gemini-thinker", "gemini-reasoner"]
+model_map = {{ "gemini-2.5-flash" = "sim-gemini", "gemini-thinker" = "sim-gemini-reasoner", "gemini-reasoner" = "sim-gemini-reasoner" }}
+
+[[models]]
+name = "claude-sonnet-4-5"
+owned_by = "anthropic"
+input_price = "3"
+output_price = "15"
+cached_input_price = "0.3"
+cache_write_price = "3.75"
+
+[[models]]
+name = "claude-thinker"
+input_price = "3"
+output_price = "15"
+policies = ["keep-thinking", "drop-sampling"]
+
+[[models]]
+name = "claude-reasoner"
+input_price = "3"
+output_price = "15"
+
+[[models]]
+name = "gemini-2.5-flash"
+owned_by = "google"
+input_price = "0.3"
+output_price = "2.5"
+cached_input_price = "0.075"
+
+[[models]]
+name = "gemini-thinker"
+input_price = "0.3"
+output_price = "2.5"
+policies = ["keep-thinking", "drop-sampling"]
+
+[[models]]
+name = "gemini-reasoner"
+input_price = "0.3"
+output_price = "2.5"
+
 [[channels]]
 name = "sim"
 adapter = "openai"
@@ -117,7 +178,7 @@ policies = ["drop-sampling"]
 name = "thinker"
 input_price = "1"
 output_price = "2"
-policies = ["keep-thinking"]
+policies = ["keep-thinking", "drop-sampling"]
 
 [[channels]]
 name = "sim-video"
@@ -613,7 +674,7 @@ pub fn process_config(dir: &Path, sim_url: &str, extra: &str) -> PathBuf {
     let policies = dir.join("policies");
     std::fs::create_dir_all(&adapters).unwrap();
     std::fs::create_dir_all(&policies).unwrap();
-    for name in ["openai", "genvideo"] {
+    for name in ["openai", "anthropic", "gemini", "genvideo"] {
         std::fs::copy(
             component("adapters", name),
             adapters.join(format!("{name}.wasm")),

@@ -53,7 +53,8 @@ fn to_json(r: &Recorded) -> Value {
         };
         headers.insert(name.clone(), Value::String(merged));
     }
-    let mut out = json!({ "method": r.method, "path": r.path, "headers": headers });
+    let mut out = json!({ "method": r.method, "path": r.path, "headers": headers,
+                          "usage": r.usage });
     match std::str::from_utf8(&r.body) {
         Ok(text) => out["body"] = json!(text),
         Err(_) => {
@@ -90,6 +91,7 @@ impl FaultSpec {
                 .ok_or_else(|| "\"latency\" fault needs an \"ms\" field".into()),
             "malformed" => Ok(Fault::Malformed),
             "cut" => Ok(Fault::Cut),
+            "truncate" => Ok(Fault::Truncate),
             other => Err(format!("unknown fault {other:?}")),
         }
     }
@@ -135,6 +137,7 @@ mod tests {
             Ok(Fault::Latency(Duration::from_millis(200)))
         );
         assert_eq!(spec(json!({"fault": "cut"})), Ok(Fault::Cut));
+        assert_eq!(spec(json!({"fault": "truncate"})), Ok(Fault::Truncate));
         assert!(spec(json!({"fault": "status"})).is_err());
         assert!(spec(json!({"fault": "latency"})).is_err());
         assert!(spec(json!({"fault": "explode"})).is_err());
@@ -147,6 +150,7 @@ mod tests {
             path: "/v1/x".into(),
             headers: vec![("a".into(), "1".into()), ("a".into(), "2".into())],
             body: Bytes::from_static(b"hi"),
+            usage: None,
         };
         let v = to_json(&r);
         assert_eq!(v["body"], "hi");

@@ -1,10 +1,25 @@
-//! OpenAI-style error envelopes, so the gateway's error mapping is exercised
-//! against the shapes a real vendor sends.
+//! Each vendor's own error envelope, so the gateway's error mapping is
+//! exercised against the shapes real vendors send: OpenAI
+//! `{"error":{message,type,param,code}}`, Anthropic
+//! `{"type":"error","error":{type,message}}`, Gemini
+//! `{"error":{code,message,status}}`. Every 429 carries `retry-after: 7`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+
+/// Which vendor's envelope an error is written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dialect {
+    #[default]
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+/// What every 429 says, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 7;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiError {
@@ -13,6 +28,7 @@ pub struct ApiError {
     pub kind: &'static str,
     pub param: Option<&'static str>,
     pub code: Option<&'static str>,
+    pub dialect: Dialect,
 }
 
 impl ApiError {
@@ -23,6 +39,7 @@ impl ApiError {
             kind: "invalid_request_error",
             param,
             code: None,
+            dialect: Dialect::OpenAi,
         }
     }
 
@@ -33,6 +50,7 @@ impl ApiError {
             kind: "invalid_request_error",
             param: None,
             code: Some("invalid_api_key"),
+            dialect: Dialect::OpenAi,
         }
     }
 
@@ -43,6 +61,7 @@ impl ApiError {
             kind: "invalid_request_error",
             param: None,
             code: Some("unknown_url"),
+            dialect: Dialect::OpenAi,
         }
     }
 
@@ -54,6 +73,7 @@ impl ApiError {
             kind: "insufficient_quota",
             param: None,
             code: Some("insufficient_quota"),
+            dialect: Dialect::OpenAi,
         }
     }
 
@@ -64,6 +84,7 @@ impl ApiError {
             kind: "server_error",
             param: None,
             code: None,
+            dialect: Dialect::OpenAi,
         }
     }
 
@@ -111,24 +132,79 @@ impl ApiError {
             kind,
             param: None,
             code,
+            dialect: Dialect::OpenAi,
+        }
+    }
+
+    /// The same error in another vendor's envelope.
+    pub fn in_dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Anthropic's error type for this status.
+    fn anthropic_type(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 => "invalid_request_error",
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        }
+    }
+
+    /// Gemini's (google.rpc) status word for this status.
+    fn gemini_status(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 => "INVALID_ARGUMENT",
+            401 => "UNAUTHENTICATED",
+            403 => "PERMISSION_DENIED",
+            404 => "NOT_FOUND",
+            429 => "RESOURCE_EXHAUSTED",
+            503 => "UNAVAILABLE",
+            504 => "DEADLINE_EXCEEDED",
+            _ => "INTERNAL",
         }
     }
 
     pub fn body(&self) -> serde_json::Value {
-        json!({
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        })
+        match self.dialect {
+            Dialect::OpenAi => json!({
+                "error": {
+                    "message": self.message,
+                    "type": self.kind,
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }),
+            Dialect::Anthropic => json!({
+                "type": "error",
+                "error": {"type": self.anthropic_type(), "message": self.message},
+            }),
+            Dialect::Gemini => json!({
+                "error": {
+                    "code": self.status.as_u16(),
+                    "message": self.message,
+                    "status": self.gemini_status(),
+                }
+            }),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut resp = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        resp
     }
 }
 
@@ -160,6 +236,19 @@ mod tests {
             ApiError::for_status(42).status,
             StatusCode::INTERNAL_SERVER_ERROR
         );
+    }
+
+    #[test]
+    fn each_dialect_has_its_envelope() {
+        let e = ApiError::for_status(429);
+        assert_eq!(
+            e.clone().in_dialect(Dialect::Anthropic).body(),
+            json!({"type": "error", "error": {"type": "rate_limit_error",
+                   "message": "Rate limit reached for requests. Please try again later."}})
+        );
+        let g = e.in_dialect(Dialect::Gemini).body();
+        assert_eq!(g["error"]["code"], 429);
+        assert_eq!(g["error"]["status"], "RESOURCE_EXHAUSTED");
     }
 
     #[test]

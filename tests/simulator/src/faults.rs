@@ -26,6 +26,10 @@ pub enum Fault {
     /// 429 with `code: "insufficient_quota"`: the "account is out of money"
     /// error that gateways must treat differently from a rate limit.
     InsufficientQuota,
+    /// A stream that ends cleanly after its first event and three more,
+    /// without its protocol's finish marker (no `[DONE]`, no
+    /// `message_stop`, no `finishReason`). Non-streamed answers are normal.
+    Truncate,
 }
 
 /// `[[sim:...]]` directives found in the last user message.
@@ -37,6 +41,12 @@ pub struct Directives {
     pub framing: Framing,
     /// Pause between streamed body chunks (`[[sim:chunk_delay_ms=N]]`).
     pub chunk_delay: Option<Duration>,
+    /// `[[sim:parallel]]`: call every declared tool.
+    pub parallel: bool,
+    /// `[[sim:refuse]]`: a content refusal.
+    pub refuse: bool,
+    /// `[[sim:finish=RAW]]`: this finish reason, verbatim.
+    pub finish: Option<String>,
 }
 
 /// How SSE events are laid out on the wire.
@@ -105,6 +115,10 @@ fn apply_item(item: &str, d: &mut Directives) {
             Ok(ms) => d.chunk_delay = Some(Duration::from_millis(ms)),
             Err(_) => tracing::warn!(item, "ignoring bad chunk delay directive"),
         },
+        ("truncate", None) => d.fault = Some(Fault::Truncate),
+        ("parallel", None) => d.parallel = true,
+        ("refuse", None) => d.refuse = true,
+        ("finish", Some(v)) if !v.is_empty() => d.finish = Some(v.to_owned()),
         ("crlf", None) => d.framing.crlf = true,
         ("fragment", None) => d.framing.fragment = true,
         ("comments", None) => d.framing.comments = true,
@@ -196,6 +210,17 @@ mod tests {
             Some(Fault::InsufficientQuota)
         );
         assert_eq!(extract_directives("[[sim:status=abc]]").1.fault, None);
+    }
+
+    #[test]
+    fn answer_shaping_directives() {
+        let (text, d) = extract_directives(
+            "go [[sim:parallel, refuse]] [[sim:finish=pause_turn]] [[sim:truncate]]",
+        );
+        assert_eq!(text, "go");
+        assert!(d.parallel && d.refuse);
+        assert_eq!(d.finish.as_deref(), Some("pause_turn"));
+        assert_eq!(d.fault, Some(Fault::Truncate));
     }
 
     #[test]

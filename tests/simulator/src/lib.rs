@@ -64,6 +64,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use chat::anthropic::signature as anthropic_signature;
+pub use chat::gemini::signature as gemini_signature;
 pub use faults::Fault;
 pub use record::Recorded;
 pub use video::VideoSpeed;
@@ -151,6 +153,11 @@ fn router(state: Arc<SimState>) -> Router {
     let vendor = Router::new()
         .route("/v1/models", get(models::list))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/messages", post(chat::anthropic::messages))
+        .route(
+            "/v1beta/models/{model_action}",
+            post(chat::gemini::generate),
+        )
         .route("/v1/video/tasks", post(video::submit))
         .route("/v1/video/tasks/{id}", get(video::poll))
         .route("/v1/video/tasks/{id}/content", get(video::content))
@@ -176,6 +183,11 @@ async fn not_found(OriginalUri(uri): OriginalUri) -> axum::response::Response {
 impl SimServer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `http://IP:PORT`, the root the Gemini API lives under.
+    pub fn root_url(&self) -> String {
+        self.base_url().trim_end_matches("/v1").to_owned()
     }
 
     /// `http://IP:PORT/v1`, with a wildcard bind address shown as loopback.

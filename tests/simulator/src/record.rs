@@ -21,7 +21,7 @@ pub const MAX_RECORDED: usize = 10_000;
 /// chat vendor comes close.
 pub const MAX_BODY: usize = 32 * 1024 * 1024;
 
-/// One request as received.
+/// One request as received, and the usage the simulator reported for it.
 #[derive(Clone, Debug)]
 pub struct Recorded {
     pub method: String,
@@ -30,7 +30,15 @@ pub struct Recorded {
     /// Header names are lower-case, in arrival order; repeats are kept.
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    /// The usage the answer reported, in the vendor's own shape (OpenAI
+    /// `usage`, Anthropic's final `usage`, Gemini `usageMetadata`); `None`
+    /// for errors and answers still in flight.
+    pub usage: Option<serde_json::Value>,
 }
+
+/// Set by a handler on its response: the usage it reported, for the record.
+#[derive(Clone, Debug)]
+pub struct ReportedUsage(pub serde_json::Value);
 
 impl Recorded {
     /// The first value of header `name` (case-insensitive).
@@ -49,20 +57,32 @@ impl Recorded {
 
 #[derive(Default)]
 pub struct Recorder {
-    list: Mutex<VecDeque<Recorded>>,
+    /// (sequence number, request), oldest first.
+    list: Mutex<VecDeque<(u64, Recorded)>>,
+    next: std::sync::atomic::AtomicU64,
 }
 
 impl Recorder {
-    pub fn push(&self, r: Recorded) {
+    /// Records a request; returns its sequence number.
+    pub fn push(&self, r: Recorded) -> u64 {
+        let seq = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut list = lock(&self.list);
         if list.len() >= MAX_RECORDED {
             list.pop_front();
         }
-        list.push_back(r);
+        list.push_back((seq, r));
+        seq
+    }
+
+    /// Notes the usage reported for request `seq` (if still kept).
+    pub fn set_usage(&self, seq: u64, usage: serde_json::Value) {
+        if let Some((_, r)) = lock(&self.list).iter_mut().rev().find(|(s, _)| *s == seq) {
+            r.usage = Some(usage);
+        }
     }
 
     pub fn snapshot(&self) -> Vec<Recorded> {
-        lock(&self.list).iter().cloned().collect()
+        lock(&self.list).iter().map(|(_, r)| r.clone()).collect()
     }
 
     pub fn clear(&self) {
@@ -78,7 +98,7 @@ pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next
         Ok(b) => (b, false),
         Err(_) => (Bytes::new(), true),
     };
-    state.recorder.push(Recorded {
+    let seq = state.recorder.push(Recorded {
         method: parts.method.as_str().to_owned(),
         path: parts
             .uri
@@ -95,13 +115,19 @@ pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next
             })
             .collect(),
         body: bytes.clone(),
+        usage: None,
     });
     if failed {
         return ApiError::invalid_request("The request body could not be read.", None)
             .into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let resp = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    if let Some(ReportedUsage(usage)) = resp.extensions().get::<ReportedUsage>() {
+        state.recorder.set_usage(seq, usage.clone());
+    }
+    resp
 }
 
 #[cfg(test)]
@@ -114,6 +140,7 @@ mod tests {
             path: path.into(),
             headers: vec![("authorization".into(), "Bearer k".into())],
             body: Bytes::from_static(b"{\"a\":1}"),
+            usage: None,
         }
     }
 

@@ -11,16 +11,50 @@ use tokio_util::sync::CancellationToken;
 
 use crate::faults::Framing;
 
+/// One event to send: an optional `event:` name and the data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Out {
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl Out {
+    pub fn data(data: impl Into<String>) -> Self {
+        Self {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    pub fn named(event: &str, data: impl Into<String>) -> Self {
+        Self {
+            event: Some(event.to_owned()),
+            data: data.into(),
+        }
+    }
+}
+
 /// Frames each payload as `data: <payload>` plus a blank line. Every event
 /// (or, with `fragment`, every third of one) becomes its own body chunk.
 pub fn frame(payloads: &[String], framing: Framing) -> Vec<Bytes> {
+    let events: Vec<Out> = payloads.iter().map(|p| Out::data(p.clone())).collect();
+    frame_events(&events, framing)
+}
+
+/// Frames events, with an `event:` line for the named ones.
+pub fn frame_events(events: &[Out], framing: Framing) -> Vec<Bytes> {
     let nl = if framing.crlf { "\r\n" } else { "\n" };
-    let mut out = Vec::with_capacity(payloads.len() * 3);
-    for (i, payload) in payloads.iter().enumerate() {
+    let mut out = Vec::with_capacity(events.len() * 3);
+    for (i, ev) in events.iter().enumerate() {
         if framing.comments && i > 0 {
             out.push(Bytes::from(format!(": keep-alive{nl}{nl}")));
         }
-        let event = Bytes::from(format!("data: {payload}{nl}{nl}"));
+        let name = ev
+            .event
+            .as_deref()
+            .map(|n| format!("event: {n}{nl}"))
+            .unwrap_or_default();
+        let event = Bytes::from(format!("{name}data: {}{nl}{nl}", ev.data));
         if framing.fragment {
             // Byte offsets, not char boundaries: a gateway must cope with a
             // read that ends inside a UTF-8 sequence too.

@@ -37,6 +37,29 @@ pub fn key<'a>(value: &'a Value, camel: &str) -> Option<&'a Value> {
     if let Some(v) = object.get(camel).filter(|v| !v.is_null()) {
         return Some(v);
     }
+    object.get(&snake_case(camel)).filter(|v| !v.is_null())
+}
+
+/// The JSON pointer (RFC 6901) of a nested key path written in camelCase,
+/// following each level in whichever spelling the body uses; for policies,
+/// which must edit Gemini bodies as the client spelled them.
+pub fn pointer(body: &Value, camel_path: &[&str]) -> Option<String> {
+    let mut at = body;
+    let mut out = String::new();
+    for k in camel_path {
+        let object = at.as_object()?;
+        let snake = snake_case(k);
+        let (name, next) = object
+            .get_key_value(*k)
+            .or_else(|| object.get_key_value(snake.as_str()))?;
+        out.push('/');
+        out.push_str(&name.replace('~', "~0").replace('/', "~1"));
+        at = next;
+    }
+    Some(out)
+}
+
+fn snake_case(camel: &str) -> String {
     let mut snake = String::with_capacity(camel.len() + 4);
     for c in camel.chars() {
         if c.is_ascii_uppercase() {
@@ -46,7 +69,7 @@ pub fn key<'a>(value: &'a Value, camel: &str) -> Option<&'a Value> {
             snake.push(c);
         }
     }
-    object.get(&snake).filter(|v| !v.is_null())
+    snake
 }
 
 pub(crate) fn key_str<'a>(value: &'a Value, camel: &str) -> Option<&'a str> {
@@ -96,6 +119,20 @@ mod tests {
         assert_eq!(key(&v, "thinkingBudget"), Some(&json!(0)));
         assert_eq!(key(&v, "includeThoughts"), Some(&json!(true)));
         assert_eq!(key(&v, "maxOutputTokens"), None);
+    }
+
+    #[test]
+    fn pointers_follow_the_bodys_spelling() {
+        let v = json!({"generation_config": {"thinkingConfig": {"thinking_budget": 0}}});
+        assert_eq!(
+            pointer(
+                &v,
+                &["generationConfig", "thinkingConfig", "thinkingBudget"]
+            )
+            .as_deref(),
+            Some("/generation_config/thinkingConfig/thinking_budget")
+        );
+        assert_eq!(pointer(&v, &["generationConfig", "temperature"]), None);
     }
 
     #[test]

@@ -42,6 +42,8 @@
 //! Faults and stream-shape directives are described in [`crate::faults`] and
 //! the crate docs.
 
+pub mod anthropic;
+pub mod gemini;
 mod plan;
 mod render;
 mod request;
@@ -55,18 +57,36 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
+use serde_json::Value;
 
-use crate::errors::ApiError;
+use crate::errors::{ApiError, Dialect};
 use crate::faults::{Fault, Framing};
+use crate::record::ReportedUsage;
+use crate::sse::Out;
 use crate::{sse, SimState};
 use render::Meta;
-use request::ChatRequest;
+pub use request::ChatRequest;
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
-    let req = match ChatRequest::parse(&body) {
-        Ok(req) => req,
-        Err(e) => return e.into_response(),
-    };
+    match ChatRequest::parse(&body) {
+        Ok(req) => respond(&state, req, Dialect::OpenAi).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// What one dialect makes of a plan.
+pub(crate) enum Rendered {
+    Plain(Value),
+    /// Events in order, the protocol's finish marker(s) last.
+    Stream(Vec<Out>),
+}
+
+/// How many events a cut or truncated stream keeps: the first and three more.
+const CUT_AFTER: usize = 4;
+
+/// Faults, then the plan, rendered in `dialect`; the reported usage goes on
+/// the response for the record.
+pub(crate) async fn respond(state: &SimState, req: ChatRequest, dialect: Dialect) -> Response {
     // A queued fault replaces whatever the prompt's directives asked for.
     let (latency, fault) = match state.faults.pop() {
         Some(Fault::Latency(d)) => (Some(d), None),
@@ -75,55 +95,101 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
     };
     if let Some(delay) = latency {
         if !state.wait(delay).await {
-            return ApiError::shutting_down().into_response();
+            return ApiError::shutting_down()
+                .in_dialect(dialect)
+                .into_response();
         }
     }
-    let framing = req.directives.framing;
-    let mut cut = false;
+    let mut framing = req.directives.framing;
+    if dialect == Dialect::Gemini {
+        // Gemini never sends comments (its SDK refuses them).
+        framing.comments = false;
+    }
+    let (mut cut, mut truncate) = (false, false);
     match fault {
         None | Some(Fault::Latency(_)) => {}
-        Some(Fault::Status(status)) => return ApiError::for_status(status).into_response(),
-        Some(Fault::InsufficientQuota) => {
-            return ApiError::insufficient_quota(StatusCode::TOO_MANY_REQUESTS).into_response()
+        Some(Fault::Status(status)) => {
+            return ApiError::for_status(status)
+                .in_dialect(dialect)
+                .into_response()
         }
+        Some(Fault::InsufficientQuota) => return quota_error(dialect).into_response(),
         Some(Fault::Hang) => {
             state.shutdown.cancelled().await;
-            return ApiError::shutting_down().into_response();
+            return ApiError::shutting_down()
+                .in_dialect(dialect)
+                .into_response();
         }
-        Some(Fault::Malformed) => return malformed(&state, req.stream, framing),
+        Some(Fault::Malformed) => return malformed(state, req.stream, framing),
         Some(Fault::Cut) => cut = true,
+        Some(Fault::Truncate) => truncate = true,
     }
 
     let plan = plan::plan(&req);
-    let meta = Meta {
-        id: format!("chatcmpl-sim-{}", state.next_chat_id()),
-        created: unix_now(),
-        model: req.model.clone(),
-    };
-    if req.stream {
-        let mut payloads: Vec<String> = render::chunks(&meta, &plan, req.include_usage)
-            .iter()
-            .map(|c| c.to_string())
-            .collect();
-        if cut {
-            // Role chunk plus three more, then the connection drops.
-            payloads.truncate(4);
-        } else {
-            payloads.push("[DONE]".to_owned());
+    let n = state.next_chat_id();
+    let (rendered, usage) = match dialect {
+        Dialect::OpenAi => {
+            let meta = Meta {
+                id: format!("chatcmpl-sim-{n}"),
+                created: unix_now(),
+                model: req.model.clone(),
+            };
+            let usage = render::usage(&plan.usage);
+            let rendered = if req.stream {
+                let mut events: Vec<Out> = render::chunks(&meta, &plan, req.include_usage)
+                    .iter()
+                    .map(|c| Out::data(c.to_string()))
+                    .collect();
+                events.push(Out::data("[DONE]"));
+                Rendered::Stream(events)
+            } else {
+                Rendered::Plain(render::completion(&meta, &plan))
+            };
+            (rendered, usage)
         }
-        let pieces = sse::frame(&payloads, framing);
-        event_stream(sse::paced(
-            pieces,
-            req.directives.chunk_delay,
-            cut,
-            state.shutdown.clone(),
-        ))
-    } else if cut {
-        let json = Bytes::from(render::completion(&meta, &plan).to_string());
-        let half = json.slice(..json.len() / 2);
-        json_response(sse::paced(vec![half], None, true, state.shutdown.clone()))
-    } else {
-        Json(render::completion(&meta, &plan)).into_response()
+        Dialect::Anthropic => anthropic::render(&req, &plan, n),
+        Dialect::Gemini => gemini::render(&req, &plan, n),
+    };
+    let mut resp = match rendered {
+        Rendered::Stream(mut events) => {
+            if cut || truncate {
+                events.truncate(CUT_AFTER);
+            }
+            let pieces = sse::frame_events(&events, framing);
+            event_stream(sse::paced(
+                pieces,
+                req.directives.chunk_delay,
+                cut,
+                state.shutdown.clone(),
+            ))
+        }
+        Rendered::Plain(body) if cut => {
+            let json = Bytes::from(body.to_string());
+            let half = json.slice(..json.len() / 2);
+            json_response(sse::paced(vec![half], None, true, state.shutdown.clone()))
+        }
+        Rendered::Plain(body) => Json(body).into_response(),
+    };
+    resp.extensions_mut().insert(ReportedUsage(usage));
+    resp
+}
+
+/// "The account is out of money", as each vendor says it.
+fn quota_error(dialect: Dialect) -> ApiError {
+    match dialect {
+        Dialect::OpenAi => ApiError::insufficient_quota(StatusCode::TOO_MANY_REQUESTS),
+        Dialect::Anthropic => ApiError::invalid_request(
+            "Your credit balance is too low to access the Anthropic API.",
+            None,
+        )
+        .in_dialect(dialect),
+        Dialect::Gemini => {
+            let mut e = ApiError::for_status(429).in_dialect(dialect);
+            e.message =
+                "You exceeded your current quota, please check your plan and billing details."
+                    .into();
+            e
+        }
     }
 }
 

@@ -8,16 +8,51 @@ use crate::tokens::{count_words, fnv1a, reply_words, REASONING};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCall {
-    pub id: String,
+    /// The hex part of the id; each dialect adds its prefix (`call_`, `toolu_`).
+    pub hex: String,
     pub name: String,
     pub arguments: String,
+}
+
+impl ToolCall {
+    /// The OpenAI-style id.
+    pub fn id(&self) -> String {
+        format!("call_{}", self.hex)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
     /// Content words; the content is these joined by single spaces.
     Text(Vec<String>),
-    Tool(ToolCall),
+    Tools(Vec<ToolCall>),
+    /// A content refusal: no content at all.
+    Refused,
+}
+
+/// Why the answer ended, before any dialect names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Stop,
+    Length,
+    Tools,
+    /// A stop sequence (this one) cut the content.
+    StopSequence(String),
+    Refused,
+    /// `[[sim:finish=RAW]]`: this word, verbatim, in every dialect.
+    Raw(String),
+}
+
+impl Finish {
+    pub fn openai(&self) -> &str {
+        match self {
+            Finish::Stop | Finish::StopSequence(_) => "stop",
+            Finish::Length => "length",
+            Finish::Tools => "tool_calls",
+            Finish::Refused => "content_filter",
+            Finish::Raw(r) => r,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +61,8 @@ pub struct Usage {
     pub completion: u64,
     pub cached: u64,
     pub reasoning: u64,
+    /// Prompt tokens written to the cache (Anthropic only).
+    pub cache_write: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,54 +70,90 @@ pub struct Plan {
     /// Reasoning words (empty for non-reasoning models or thinking off).
     pub reasoning: Vec<String>,
     pub answer: Answer,
-    pub finish_reason: &'static str,
+    pub finish: Finish,
     pub usage: Usage,
 }
 
+/// One call's arguments: `{"query": last user}`, plus `"index": i` for the
+/// second and later calls of a parallel answer.
+fn call(req: &ChatRequest, name: &str, i: usize) -> ToolCall {
+    let (seed, arguments) = if i == 0 {
+        (
+            req.last_user.clone(),
+            json!({ "query": req.last_user }).to_string(),
+        )
+    } else {
+        (
+            format!("{}#{i}", req.last_user),
+            json!({ "query": req.last_user, "index": i }).to_string(),
+        )
+    };
+    ToolCall {
+        hex: format!("{:08x}", fnv1a(&seed) as u32),
+        name: name.to_owned(),
+        arguments,
+    }
+}
+
 pub fn plan(req: &ChatRequest) -> Plan {
-    let reasoning: Vec<String> = if req.is_reasoning_model() && !req.thinking_disabled {
+    let thinks = (req.is_reasoning_model() || req.thinking_enabled) && !req.thinking_disabled;
+    let reasoning: Vec<String> = if thinks {
         REASONING.iter().map(|w| (*w).to_owned()).collect()
     } else {
         Vec::new()
     };
     let reasoning_tokens = reasoning.len() as u64;
+    let d = &req.directives;
 
-    let (answer, finish_reason, answer_tokens) = match &req.tool_name {
-        Some(name) => {
-            let arguments = json!({ "query": req.last_user }).to_string();
-            let tokens = count_words(&arguments);
-            let call = ToolCall {
-                id: format!("call_{:08x}", fnv1a(&req.last_user) as u32),
-                name: name.clone(),
-                arguments,
-            };
-            (Answer::Tool(call), "tool_calls", tokens)
+    let (answer, mut finish, answer_tokens) = if d.refuse {
+        (Answer::Refused, Finish::Refused, 0)
+    } else if let (None, Some(name)) = (&req.last_tool_result, &req.tool_name) {
+        let names: Vec<&String> = if d.parallel {
+            req.tools.iter().collect()
+        } else {
+            vec![name]
+        };
+        let calls: Vec<ToolCall> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| call(req, n, i))
+            .collect();
+        let tokens = calls.iter().map(|c| count_words(&c.arguments)).sum();
+        (Answer::Tools(calls), Finish::Tools, tokens)
+    } else {
+        // The reply answers the last tool result when the conversation ends with one.
+        let subject = req.last_tool_result.as_deref().unwrap_or(&req.last_user);
+        let mut words = reply_words(subject);
+        let mut finish = Finish::Stop;
+        if let Some(at) = words.iter().position(|w| req.stop.iter().any(|s| s == w)) {
+            finish = Finish::StopSequence(words[at].clone());
+            words.truncate(at);
         }
-        None => {
-            let mut words = reply_words(&req.last_user);
-            let mut finish = "stop";
-            // Reasoning is never cut, but it eats into the budget first.
-            if let Some(max) = req.max_tokens {
-                let allowed = max.saturating_sub(reasoning_tokens);
-                if words.len() as u64 > allowed {
-                    words.truncate(allowed as usize);
-                    finish = "length";
-                }
+        // Reasoning is never cut, but it eats into the budget first.
+        if let Some(max) = req.max_tokens {
+            let allowed = max.saturating_sub(reasoning_tokens);
+            if words.len() as u64 > allowed {
+                words.truncate(allowed as usize);
+                finish = Finish::Length;
             }
-            let tokens = words.len() as u64;
-            (Answer::Text(words), finish, tokens)
         }
+        let tokens = words.len() as u64;
+        (Answer::Text(words), finish, tokens)
     };
+    if let Some(raw) = &d.finish {
+        finish = Finish::Raw(raw.clone());
+    }
 
     Plan {
         reasoning,
         answer,
-        finish_reason,
+        finish,
         usage: Usage {
             prompt: req.prompt_tokens,
             completion: reasoning_tokens + answer_tokens,
             cached: req.cached_tokens,
             reasoning: reasoning_tokens,
+            cache_write: req.cache_write_tokens,
         },
     }
 }
@@ -106,7 +179,7 @@ mod tests {
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": MSG}]}));
         let len = reply_len(MSG) as u64;
-        assert_eq!(p.finish_reason, "stop");
+        assert_eq!(p.finish, Finish::Stop);
         assert!(p.reasoning.is_empty());
         assert_eq!(
             p.usage,
@@ -114,7 +187,8 @@ mod tests {
                 prompt: 3 + 7,
                 completion: len,
                 cached: 3,
-                reasoning: 0
+                reasoning: 0,
+                cache_write: 0,
             }
         );
         let Answer::Text(words) = p.answer else {
@@ -128,7 +202,7 @@ mod tests {
     #[test]
     fn max_tokens_truncates() {
         let p = plan_for(json!({"messages": [{"role": "user", "content": MSG}], "max_tokens": 5}));
-        assert_eq!(p.finish_reason, "length");
+        assert_eq!(p.finish, Finish::Length);
         assert_eq!(p.usage.completion, 5);
         assert_eq!(
             p.answer,
@@ -148,17 +222,17 @@ mod tests {
         };
         let p = plan_for(body(json!(12)));
         assert_eq!(p.reasoning.len(), 8);
-        assert_eq!(p.finish_reason, "length");
+        assert_eq!(p.finish, Finish::Length);
         assert_eq!(p.usage.completion, 12);
         assert_eq!(p.usage.reasoning, 8);
 
         // Smaller than the reasoning itself: reasoning is kept, content empty.
         let p = plan_for(body(json!(3)));
         assert_eq!(p.answer, Answer::Text(vec![]));
-        assert_eq!((p.finish_reason, p.usage.completion), ("length", 8));
+        assert_eq!((p.finish, p.usage.completion), (Finish::Length, 8));
 
         let p = plan_for(body(json!(null)));
-        assert_eq!(p.finish_reason, "stop");
+        assert_eq!(p.finish, Finish::Stop);
         assert_eq!(p.usage.completion, 8 + reply_len(MSG) as u64);
     }
 
@@ -176,16 +250,74 @@ mod tests {
             json!({"messages": [{"role": "user", "content": "find \"rust\" docs"}],
             "tools": [{"type": "function", "function": {"name": "web_search", "parameters": {}}}]}),
         );
-        assert_eq!(p.finish_reason, "tool_calls");
-        let Answer::Tool(call) = p.answer else {
+        assert_eq!(p.finish, Finish::Tools);
+        let Answer::Tools(calls) = p.answer else {
             panic!("expected a tool call")
         };
+        let call = &calls[0];
         assert_eq!(call.name, "web_search");
         assert_eq!(call.arguments, r#"{"query":"find \"rust\" docs"}"#);
         assert_eq!(
-            call.id,
+            call.id(),
             format!("call_{:08x}", fnv1a("find \"rust\" docs") as u32)
         );
         assert_eq!(p.usage.completion, 3);
+    }
+
+    fn tools_body(text: &str) -> Value {
+        json!({"messages": [{"role": "user", "content": text}],
+               "tools": [{"type": "function", "function": {"name": "a"}},
+                         {"type": "function", "function": {"name": "b"}}]})
+    }
+
+    #[test]
+    fn parallel_calls_every_tool_with_indexed_arguments() {
+        let p = plan_for(tools_body("x y [[sim:parallel]]"));
+        let Answer::Tools(calls) = p.answer else {
+            panic!()
+        };
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].arguments, r#"{"query":"x y"}"#);
+        assert_eq!(calls[1].arguments, r#"{"index":1,"query":"x y"}"#);
+        assert_eq!(calls[1].hex, format!("{:08x}", fnv1a("x y#1") as u32));
+        assert_ne!(calls[0].hex, calls[1].hex);
+    }
+
+    #[test]
+    fn a_conversation_ending_in_a_tool_result_gets_a_reply_to_it() {
+        let mut body = tools_body("x");
+        body["messages"].as_array_mut().unwrap().extend([
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "a", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c", "content": "noon exactly"}),
+        ]);
+        let p = plan_for(body);
+        assert_eq!(p.finish, Finish::Stop);
+        let Answer::Text(words) = p.answer else {
+            panic!()
+        };
+        assert!(words
+            .join(" ")
+            .starts_with("Simulated reply to: noon exactly."));
+    }
+
+    #[test]
+    fn stop_sequences_refusals_and_raw_reasons() {
+        let p =
+            plan_for(json!({"stop": ["reply"], "messages": [{"role": "user", "content": MSG}]}));
+        assert_eq!(p.finish, Finish::StopSequence("reply".into()));
+        assert_eq!(p.answer, Answer::Text(vec!["Simulated".into()]));
+        let p = plan_for(json!({"messages": [{"role": "user", "content": "x [[sim:refuse]]"}]}));
+        assert_eq!((p.answer, p.finish), (Answer::Refused, Finish::Refused));
+        let p =
+            plan_for(json!({"messages": [{"role": "user", "content": "x [[sim:finish=eos_x]]"}]}));
+        assert_eq!(p.finish, Finish::Raw("eos_x".into()));
+    }
+
+    #[test]
+    fn thinking_on_request_for_any_model() {
+        let p = plan_for(json!({"model": "sim-chat", "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": MSG}]}));
+        assert_eq!(p.reasoning.len(), 8);
     }
 }

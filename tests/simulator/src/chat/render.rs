@@ -13,6 +13,7 @@ pub struct Meta {
     pub model: String,
 }
 
+/// What a request's answer says in one protocol: the OpenAI usage object.
 pub fn usage(u: &Usage) -> Value {
     json!({
         "prompt_tokens": u.prompt,
@@ -27,13 +28,19 @@ pub fn completion(meta: &Meta, plan: &Plan) -> Value {
     let mut message = json!({ "role": "assistant" });
     match &plan.answer {
         Answer::Text(words) => message["content"] = json!(words.join(" ")),
-        Answer::Tool(call) => {
+        Answer::Refused => message["content"] = json!(""),
+        Answer::Tools(calls) => {
             message["content"] = Value::Null;
-            message["tool_calls"] = json!([{
-                "id": call.id,
-                "type": "function",
-                "function": { "name": call.name, "arguments": call.arguments },
-            }]);
+            message["tool_calls"] = calls
+                .iter()
+                .map(|call| {
+                    json!({
+                        "id": call.id(),
+                        "type": "function",
+                        "function": { "name": call.name, "arguments": call.arguments },
+                    })
+                })
+                .collect();
         }
     }
     if !plan.reasoning.is_empty() {
@@ -49,7 +56,7 @@ pub fn completion(meta: &Meta, plan: &Plan) -> Value {
             "index": 0,
             "message": message,
             "logprobs": null,
-            "finish_reason": plan.finish_reason,
+            "finish_reason": plan.finish.openai(),
         }],
         "usage": usage(&plan.usage),
     })
@@ -85,25 +92,28 @@ pub fn chunks(meta: &Meta, plan: &Plan, include_usage: bool) -> Vec<Value> {
                 out.push(delta(json!({ "content": piece }), None));
             }
         }
-        Answer::Tool(call) => {
-            out.push(delta(
-                json!({ "tool_calls": [{
-                    "index": 0,
-                    "id": call.id,
-                    "type": "function",
-                    "function": { "name": call.name, "arguments": "" },
-                }]}),
-                None,
-            ));
-            for fragment in thirds(&call.arguments) {
+        Answer::Refused => {}
+        Answer::Tools(calls) => {
+            for (i, call) in calls.iter().enumerate() {
                 out.push(delta(
-                    json!({ "tool_calls": [{ "index": 0, "function": { "arguments": fragment } }] }),
+                    json!({ "tool_calls": [{
+                        "index": i,
+                        "id": call.id(),
+                        "type": "function",
+                        "function": { "name": call.name, "arguments": "" },
+                    }]}),
                     None,
                 ));
+                for fragment in thirds(&call.arguments) {
+                    out.push(delta(
+                        json!({ "tool_calls": [{ "index": i, "function": { "arguments": fragment } }] }),
+                        None,
+                    ));
+                }
             }
         }
     }
-    out.push(delta(json!({}), Some(plan.finish_reason)));
+    out.push(delta(json!({}), Some(plan.finish.openai())));
     if include_usage {
         let mut last = chunk(json!([]));
         last["usage"] = usage(&plan.usage);
@@ -114,7 +124,7 @@ pub fn chunks(meta: &Meta, plan: &Plan, include_usage: bool) -> Vec<Value> {
 
 /// Words with a trailing space on all but the last, so concatenating the
 /// deltas gives back the space-joined text.
-fn spaced(words: &[String]) -> impl Iterator<Item = String> + '_ {
+pub fn spaced(words: &[String]) -> impl Iterator<Item = String> + '_ {
     let last = words.len().saturating_sub(1);
     words
         .iter()
@@ -123,7 +133,7 @@ fn spaced(words: &[String]) -> impl Iterator<Item = String> + '_ {
 }
 
 /// Splits on char boundaries into up to three non-empty pieces.
-fn thirds(s: &str) -> Vec<&str> {
+pub fn thirds(s: &str) -> Vec<&str> {
     let chars: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
     let n = chars.len();
     let cut = |k: usize| chars.get(n * k / 3).copied().unwrap_or(s.len());
@@ -137,7 +147,7 @@ fn thirds(s: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::plan::ToolCall;
+    use crate::chat::plan::{Finish, ToolCall};
 
     fn meta() -> Meta {
         Meta {
@@ -151,12 +161,13 @@ mod tests {
         Plan {
             reasoning: reasoning.iter().map(|s| s.to_string()).collect(),
             answer: Answer::Text(words.iter().map(|s| s.to_string()).collect()),
-            finish_reason: "stop",
+            finish: Finish::Stop,
             usage: Usage {
                 prompt: 1,
                 completion: 2,
                 cached: 0,
                 reasoning: 0,
+                cache_write: 0,
             },
         }
     }
@@ -197,13 +208,13 @@ mod tests {
     #[test]
     fn tool_call_stream_reassembles_arguments() {
         let call = ToolCall {
-            id: "call_1".into(),
+            hex: "1".into(),
             name: "f".into(),
             arguments: r#"{"query":"é"}"#.into(),
         };
         let plan = Plan {
-            answer: Answer::Tool(call),
-            finish_reason: "tool_calls",
+            answer: Answer::Tools(vec![call]),
+            finish: Finish::Tools,
             ..text_plan(&[], &[])
         };
         let chunks = chunks(&meta(), &plan, false);

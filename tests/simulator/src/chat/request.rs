@@ -1,5 +1,7 @@
-//! Parsing a chat-completions request body into the few facts the simulated
-//! answer depends on. Unknown fields are ignored, as a vendor would.
+//! The few facts a simulated answer depends on, whatever protocol asked
+//! ([`ChatRequest`]), and reading them from an OpenAI chat-completions body.
+//! The Anthropic and Gemini readers live beside their renderers. Unknown
+//! fields are ignored, as a vendor would.
 
 use serde_json::Value;
 
@@ -14,14 +16,24 @@ pub struct ChatRequest {
     pub include_usage: bool,
     pub max_tokens: Option<u64>,
     /// `enable_thinking: false`, `thinking.type: "disabled"` or
-    /// `reasoning_effort: "none"`.
+    /// `reasoning_effort: "none"` (and the other protocols' spellings).
     pub thinking_disabled: bool,
+    /// The request asks for thinking explicitly (in its protocol's spelling).
+    pub thinking_enabled: bool,
     /// Name of the function to call, when the request asks for tool use.
     pub tool_name: Option<String>,
+    /// Every declared tool's name, in order (for `[[sim:parallel]]`), unless
+    /// the tool choice forces one or forbids them.
+    pub tools: Vec<String>,
+    pub stop: Vec<String>,
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
+    /// Prompt tokens written to the cache (the Anthropic dialect only).
+    pub cache_write_tokens: u64,
     /// Text of the last user message with the directives removed.
     pub last_user: String,
+    /// The text of the last tool result, when the conversation ends with one.
+    pub last_tool_result: Option<String>,
     pub directives: Directives,
 }
 
@@ -49,6 +61,10 @@ impl ChatRequest {
         let mut prompt_tokens = 0;
         let mut cached_tokens = 0;
         let mut last_user_raw = None;
+        let last_tool_result = messages
+            .last()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .map(|m| message_text(m.get("content").unwrap_or(&Value::Null)));
         for message in messages {
             let role = message.get("role").and_then(Value::as_str).unwrap_or("");
             let text = message_text(message.get("content").unwrap_or(&Value::Null));
@@ -82,6 +98,26 @@ impl ChatRequest {
                 .and_then(Value::as_str)
                 == Some("disabled")
             || obj.get("reasoning_effort").and_then(Value::as_str) == Some("none");
+        let thinking_enabled = obj.get("enable_thinking").and_then(Value::as_bool) == Some(true)
+            || obj
+                .get("thinking")
+                .and_then(|t| t.get("type"))
+                .and_then(Value::as_str)
+                == Some("enabled")
+            || matches!(
+                obj.get("reasoning_effort").and_then(Value::as_str),
+                Some("minimal" | "low" | "medium" | "high")
+            );
+        let (tool_name, tools) = tool_names(obj.get("tools"), obj.get("tool_choice"));
+        let stop = match obj.get("stop") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
 
         Ok(Self {
             // Lenient on purpose: the simulator exists to echo what the
@@ -95,10 +131,15 @@ impl ChatRequest {
             include_usage,
             max_tokens,
             thinking_disabled,
-            tool_name: tool_name(obj.get("tools"), obj.get("tool_choice")),
+            thinking_enabled,
+            tool_name,
+            tools,
+            stop,
             prompt_tokens,
             cached_tokens,
+            cache_write_tokens: 0,
             last_user,
+            last_tool_result,
             directives,
         })
     }
@@ -110,7 +151,7 @@ impl ChatRequest {
 
 /// Content may be a string, an array of parts (only `text` parts count) or
 /// null (assistant tool-call turns).
-fn message_text(content: &Value) -> String {
+pub(crate) fn message_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
@@ -123,22 +164,48 @@ fn message_text(content: &Value) -> String {
     }
 }
 
-fn tool_name(tools: Option<&Value>, choice: Option<&Value>) -> Option<String> {
-    let first = tools.and_then(Value::as_array)?.first()?;
-    if choice.and_then(Value::as_str) == Some("none") {
-        return None;
-    }
+/// The tool to call and every tool that may be called (OpenAI spelling).
+fn tool_names(tools: Option<&Value>, choice: Option<&Value>) -> (Option<String>, Vec<String>) {
+    let names: Vec<String> = tools
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|t| {
+                    t.get("function")
+                        .and_then(|f| f.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("tool")
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let forced = choice
         .and_then(|c| c.get("function"))
         .and_then(|f| f.get("name"))
         .and_then(Value::as_str);
-    let name = forced.or_else(|| {
-        first
-            .get("function")
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
-    });
-    Some(name.unwrap_or("tool").to_owned())
+    choose_tools(
+        names,
+        choice.and_then(Value::as_str) == Some("none"),
+        forced,
+    )
+}
+
+/// The shared tool rule: nothing when there are no tools or the choice is
+/// "none"; the forced tool alone when one is forced; else the first tool
+/// (and all of them for `[[sim:parallel]]`).
+pub(crate) fn choose_tools(
+    names: Vec<String>,
+    none: bool,
+    forced: Option<&str>,
+) -> (Option<String>, Vec<String>) {
+    if names.is_empty() || none {
+        return (None, Vec::new());
+    }
+    match forced {
+        Some(f) => (Some(f.to_owned()), vec![f.to_owned()]),
+        None => (names.first().cloned(), names),
+    }
 }
 
 #[cfg(test)]

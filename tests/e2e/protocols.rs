@@ -1,0 +1,296 @@
+//! The client protocols' surfaces: routes (with the root or the `/v1` base
+//! URL), where each takes its key, each one's error envelope (before the
+//! call, and mid-stream), the Gemini model list, and the protocol-specific
+//! refusals.
+
+use crate::common::protocols::{Ask, Client, CLIENTS};
+use crate::common::*;
+use serde_json::{json, Value};
+
+/// Checks a non-2xx answer is in `client`'s envelope, with the request id at
+/// the end of its message; returns the error object.
+async fn enveloped(client: Client, resp: reqwest::Response, status: u16) -> Value {
+    assert_eq!(resp.status().as_u16(), status, "{client:?}");
+    let rid = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    let v: Value = resp.json().await.unwrap();
+    let (message, err) = match client {
+        Client::Messages => {
+            assert_eq!(v["type"], "error", "{v}");
+            assert!(v["error"]["type"].is_string(), "{v}");
+            (v["error"]["message"].clone(), v["error"].clone())
+        }
+        Client::Gemini => {
+            assert_eq!(v["error"]["code"], status, "{v}");
+            assert!(v["error"]["status"].is_string(), "{v}");
+            (v["error"]["message"].clone(), v["error"].clone())
+        }
+        _ => {
+            assert!(
+                v["error"]["code"].is_string() && v["error"]["type"].is_string(),
+                "{v}"
+            );
+            (v["error"]["message"].clone(), v["error"].clone())
+        }
+    };
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("(request id: {rid})")),
+        "{v}"
+    );
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_protocol_takes_its_key_where_its_sdks_put_it_and_answers_in_its_envelope() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    for client in CLIENTS {
+        let ask = Ask::new("gpt-4o-mini", "hello");
+        // The right key, in the right place.
+        let ok = client.ask(&env.http, &env.url(""), &key, &ask).await;
+        assert_eq!(ok.status, 200, "{client:?}: {:?}", ok.error);
+        // A wrong key: 401 in the protocol's own envelope.
+        let resp = client
+            .request(&env.http, &env.url(""), "sk-wrong", &ask)
+            .send()
+            .await
+            .unwrap();
+        let err = enveloped(client, resp, 401).await;
+        match client {
+            Client::Messages => assert_eq!(err["type"], "authentication_error"),
+            Client::Gemini => assert_eq!(err["status"], "UNAUTHENTICATED"),
+            _ => assert_eq!(err["code"], "invalid_api_key"),
+        }
+        // An unknown model: 404 model_not_found, same envelope.
+        let resp = client
+            .request(
+                &env.http,
+                &env.url(""),
+                &key,
+                &Ask::new("no-such-model", "x"),
+            )
+            .send()
+            .await
+            .unwrap();
+        enveloped(client, resp, 404).await;
+    }
+    // The Anthropic protocol also takes a bearer token (its newer SDKs send one).
+    let resp = env
+        .http
+        .post(env.url("/v1/messages"))
+        .bearer_auth(&key)
+        .json(&Client::Messages.body(&Ask::new("gpt-4o-mini", "hi")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // `?key=` is the Gemini protocol's, and nobody else's.
+    let gemini = env
+        .http
+        .post(env.url(&format!(
+            "/v1beta/models/gpt-4o-mini:generateContent?key={key}"
+        )))
+        .json(&Client::Gemini.body(&Ask::new("gpt-4o-mini", "hi")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gemini.status(), 200);
+    let chat = env
+        .http
+        .post(env.url(&format!("/v1/chat/completions?key={key}")))
+        .json(&user("gpt-4o-mini", "hi"))
+        .send()
+        .await
+        .unwrap();
+    enveloped(Client::Chat, chat, 401).await;
+    // Nor does the OpenAI protocol read Anthropic's header.
+    let chat = env
+        .http
+        .post(env.url("/v1/chat/completions"))
+        .header("x-api-key", &key)
+        .json(&user("gpt-4o-mini", "hi"))
+        .send()
+        .await
+        .unwrap();
+    enveloped(Client::Chat, chat, 401).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_and_the_v1_base_url_both_land_right() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    // SDKs that add `/v1` themselves, configured with a `/v1` base URL.
+    let doubled = [
+        ("/v1/v1/messages", Client::Messages),
+        (
+            "/v1/v1beta/models/gpt-4o-mini:generateContent",
+            Client::Gemini,
+        ),
+    ];
+    for (path, client) in doubled {
+        let ask = Ask::new("gpt-4o-mini", "hello");
+        let mut req = env.http.post(env.url(path)).json(&client.body(&ask));
+        req = match client {
+            Client::Messages => req.header("x-api-key", &key),
+            _ => req.header("x-goog-api-key", &key),
+        };
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gemini_model_list_and_model_lookup() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    let list: Value = env
+        .http
+        .get(env.url("/v1beta/models"))
+        .header("x-goog-api-key", &key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = list["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"models/gpt-4o-mini"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.contains("Gen-2")),
+        "video models are not Gemini models"
+    );
+    assert!(list["models"][0]["supportedGenerationMethods"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("generateContent")));
+    let one = env
+        .http
+        .get(env.url("/v1beta/models/gpt-4o-mini"))
+        .header("x-goog-api-key", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.status(), 200);
+    let missing = env
+        .http
+        .get(env.url("/v1beta/models/nope"))
+        .header("x-goog-api-key", &key)
+        .send()
+        .await
+        .unwrap();
+    enveloped(Client::Gemini, missing, 404).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_specific_refusals_are_clear() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    let ask = Ask::new("gpt-4o-mini", "hi");
+    // Gemini streams are served as SSE only.
+    let resp = env
+        .http
+        .post(env.url("/v1beta/models/gpt-4o-mini:streamGenerateContent"))
+        .header("x-goog-api-key", &key)
+        .json(&Client::Gemini.body(&ask))
+        .send()
+        .await
+        .unwrap();
+    let err = enveloped(Client::Gemini, resp, 400).await;
+    assert!(err["message"].as_str().unwrap().contains("alt=sse"));
+    // Unknown Gemini methods are 404s.
+    let resp = env
+        .http
+        .post(env.url("/v1beta/models/gpt-4o-mini:countTokens"))
+        .header("x-goog-api-key", &key)
+        .json(&Client::Gemini.body(&ask))
+        .send()
+        .await
+        .unwrap();
+    enveloped(Client::Gemini, resp, 404).await;
+    // The Messages protocol requires max_tokens.
+    let mut body = Client::Messages.body(&ask);
+    body.as_object_mut().unwrap().remove("max_tokens");
+    let resp = env
+        .http
+        .post(env.url("/v1/messages"))
+        .header("x-api-key", &key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let err = enveloped(Client::Messages, resp, 400).await;
+    assert_eq!(err["type"], "invalid_request_error");
+    // The gateway keeps no responses: chaining by id is refused, not faked.
+    let mut body = Client::Responses.body(&ask);
+    body["previous_response_id"] = json!("resp_123");
+    let resp = env
+        .http
+        .post(env.url("/v1/responses"))
+        .bearer_auth(&key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let err = enveloped(Client::Responses, resp, 400).await;
+    assert!(err["message"]
+        .as_str()
+        .unwrap()
+        .contains("whole conversation"));
+    assert!(
+        env.sim.requests().is_empty(),
+        "no refused request reached the vendor"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_breaks_ends_with_the_protocols_error_event() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    for client in CLIENTS {
+        let ask = Ask::new("gpt-4o-mini", "tell me a story [[sim:cut]]").streamed(true);
+        let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
+        assert_eq!(a.status, 200, "{client:?}: the stream had started");
+        let (name, data) = a.events.last().expect("events").clone();
+        let v: Value = serde_json::from_str(&data).expect("the last event is JSON");
+        match client {
+            Client::Messages => {
+                assert_eq!(name.as_deref(), Some("error"), "an Anthropic error event");
+                assert_eq!(v["type"], "error");
+                assert!(v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("request id"));
+            }
+            Client::Gemini => {
+                assert!(name.is_none());
+                assert!(data.starts_with("{\"error\":"), "error first: {data}");
+                assert!(v["error"]["code"].is_u64());
+            }
+            _ => {
+                assert!(v["error"]["code"].is_string(), "{client:?}: {data}");
+            }
+        }
+        assert!(
+            !a.events.iter().any(|(_, d)| d == "[DONE]"),
+            "{client:?}: no [DONE] after a cut"
+        );
+        assert!(
+            !a.events
+                .iter()
+                .any(|(n, _)| matches!(n.as_deref(), Some("message_stop" | "response.completed"))),
+            "{client:?}: no completion event after a cut"
+        );
+    }
+    env.stop().await;
+}
