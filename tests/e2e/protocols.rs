@@ -294,3 +294,57 @@ async fn a_stream_that_breaks_ends_with_the_protocols_error_event() {
     }
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vendors_retry_after_reaches_every_client() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    for model in ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"] {
+        for client in CLIENTS {
+            let ask = Ask::new(model, "hi [[sim:status=429]]");
+            let resp = client
+                .request(&env.http, &env.url(""), &key, &ask)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                resp.headers().get("retry-after").map(|v| v.to_str().unwrap()),
+                Some("7"),
+                "{client:?} → {model}"
+            );
+            let err = enveloped(client, resp, 429).await;
+            if matches!(client, Client::Chat | Client::Completions | Client::Responses) {
+                assert_eq!(err["code"], "upstream_rate_limited");
+            }
+        }
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    for model in ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"] {
+        for client in CLIENTS {
+            let ask = Ask::new(model, "tell me a story [[sim:truncate]]").streamed(true);
+            let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
+            assert_eq!(a.status, 200);
+            assert!(a.error.is_some(), "{client:?} → {model}: ends with an error event: {:?}", a.events);
+            assert!(
+                !a.events.iter().any(|(n, d)| d == "[DONE]"
+                    || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
+                    || d.contains("finishReason")),
+                "{client:?} → {model}: no completion marker: {:?}",
+                a.events
+            );
+            let row = crate::billing::usage_row(&env, &a.request_id).await;
+            assert_eq!(row["status"], 502, "{client:?} → {model}: recorded as failed: {row}");
+            assert!(row["error"].as_str().unwrap().contains("before the answer was complete"));
+        }
+    }
+    let (balance, sum) = env.balance(&account).await;
+    assert_eq!(balance, sum);
+    env.stop().await;
+}

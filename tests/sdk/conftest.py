@@ -56,6 +56,11 @@ class Stack:
     sim_key: str
     account_id: str
 
+    @property
+    def root_url(self) -> str:
+        """The address without `/v1`, which the Anthropic and Google SDKs take."""
+        return self.base_url.removesuffix("/v1")
+
     def client(self, api_key: str | None = None) -> OpenAI:
         """An SDK client for this gateway: no retries (a failure shows at
         once), no proxies from the environment (everything is loopback)."""
