@@ -18,6 +18,20 @@ pub enum Dialect {
     Gemini,
 }
 
+impl Dialect {
+    /// The vendor whose routes `path` belongs to: `/v1/messages...` is
+    /// Anthropic's, `/v1beta/...` Gemini's, every other path OpenAI's.
+    pub fn for_path(path: &str) -> Self {
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+            Dialect::Anthropic
+        } else if path == "/v1beta" || path.starts_with("/v1beta/") {
+            Dialect::Gemini
+        } else {
+            Dialect::OpenAi
+        }
+    }
+}
+
 /// What every 429 says, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 7;
 
@@ -147,11 +161,13 @@ impl ApiError {
         match self.status.as_u16() {
             400 => "invalid_request_error",
             401 => "authentication_error",
+            402 => "billing_error",
             403 => "permission_error",
             404 => "not_found_error",
             413 => "request_too_large",
             429 => "rate_limit_error",
             529 => "overloaded_error",
+            s if s < 500 => "invalid_request_error",
             _ => "api_error",
         }
     }
@@ -163,9 +179,13 @@ impl ApiError {
             401 => "UNAUTHENTICATED",
             403 => "PERMISSION_DENIED",
             404 => "NOT_FOUND",
+            409 => "ABORTED",
             429 => "RESOURCE_EXHAUSTED",
+            499 => "CANCELLED",
+            501 => "NOT_IMPLEMENTED",
             503 => "UNAVAILABLE",
             504 => "DEADLINE_EXCEEDED",
+            s if s < 500 => "FAILED_PRECONDITION",
             _ => "INTERNAL",
         }
     }
@@ -249,6 +269,69 @@ mod tests {
         let g = e.in_dialect(Dialect::Gemini).body();
         assert_eq!(g["error"]["code"], 429);
         assert_eq!(g["error"]["status"], "RESOURCE_EXHAUSTED");
+    }
+
+    #[test]
+    fn status_words_per_vendor() {
+        let words = |status: u16| {
+            let e = ApiError::for_status(status);
+            let a = e.clone().in_dialect(Dialect::Anthropic).body();
+            let g = e.in_dialect(Dialect::Gemini).body();
+            assert_eq!(g["error"]["code"], status);
+            (
+                a["error"]["type"].as_str().unwrap_or("").to_owned(),
+                g["error"]["status"].as_str().unwrap_or("").to_owned(),
+            )
+        };
+        let table = [
+            (400, "invalid_request_error", "INVALID_ARGUMENT"),
+            (401, "authentication_error", "UNAUTHENTICATED"),
+            (403, "permission_error", "PERMISSION_DENIED"),
+            (404, "not_found_error", "NOT_FOUND"),
+            (413, "request_too_large", "FAILED_PRECONDITION"),
+            (429, "rate_limit_error", "RESOURCE_EXHAUSTED"),
+            (500, "api_error", "INTERNAL"),
+            (502, "api_error", "INTERNAL"),
+            (503, "api_error", "UNAVAILABLE"),
+            (504, "api_error", "DEADLINE_EXCEEDED"),
+            (529, "overloaded_error", "INTERNAL"),
+        ];
+        for (status, anthropic, gemini) in table {
+            assert_eq!(
+                words(status),
+                (anthropic.to_owned(), gemini.to_owned()),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_429_says_when_to_retry() {
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini] {
+            let resp = ApiError::for_status(429)
+                .in_dialect(dialect)
+                .into_response();
+            assert_eq!(resp.headers()["retry-after"], "7");
+            let resp = ApiError::for_status(503)
+                .in_dialect(dialect)
+                .into_response();
+            assert!(resp.headers().get("retry-after").is_none());
+        }
+    }
+
+    #[test]
+    fn routes_belong_to_vendors() {
+        assert_eq!(Dialect::for_path("/v1/messages"), Dialect::Anthropic);
+        assert_eq!(
+            Dialect::for_path("/v1/messages/count_tokens"),
+            Dialect::Anthropic
+        );
+        assert_eq!(
+            Dialect::for_path("/v1beta/models/m:generateContent"),
+            Dialect::Gemini
+        );
+        assert_eq!(Dialect::for_path("/v1/chat/completions"), Dialect::OpenAi);
+        assert_eq!(Dialect::for_path("/v1/messagesx"), Dialect::OpenAi);
     }
 
     #[test]

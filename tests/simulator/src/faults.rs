@@ -23,8 +23,10 @@ pub enum Fault {
     Malformed,
     /// Send part of the body, then abort the connection.
     Cut,
-    /// 429 with `code: "insufficient_quota"`: the "account is out of money"
-    /// error that gateways must treat differently from a rate limit.
+    /// The "account is out of money" error that gateways must treat
+    /// differently from a rate limit: OpenAI 429 `insufficient_quota`,
+    /// Anthropic 400 about the credit balance, Gemini 429
+    /// `RESOURCE_EXHAUSTED` about the quota.
     InsufficientQuota,
     /// A stream that ends cleanly after its first event and three more,
     /// without its protocol's finish marker (no `[DONE]`, no
@@ -36,7 +38,7 @@ pub enum Fault {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Directives {
     pub latency: Option<Duration>,
-    /// A terminal fault (status, hang, malformed, cut).
+    /// A terminal fault (status, hang, malformed, cut, truncate).
     pub fault: Option<Fault>,
     pub framing: Framing,
     /// Pause between streamed body chunks (`[[sim:chunk_delay_ms=N]]`).

@@ -1,42 +1,81 @@
-//! A deterministic fake of an OpenAI-compatible vendor.
+//! A deterministic fake of three AI vendors: OpenAI (chat completions),
+//! Anthropic (Messages) and Gemini (generateContent), answering from one
+//! protocol-neutral plan.
 //!
 //! Used in-process by the gateway's end-to-end tests (through [`start`]) and
 //! as a process by the demo and SDK tests (the `upstream-sim` binary).
 //!
-//! Vendor routes: `GET /v1/models`, `POST /v1/chat/completions` (the answer
-//! rules are documented in `src/chat/mod.rs`), and the video task API
-//! `POST /v1/video/tasks`, `GET /v1/video/tasks/{id}`,
-//! `GET /v1/video/tasks/{id}/content` (documented in `src/video/mod.rs`;
-//! its pace is [`SimOptions::video`]). When [`SimOptions::api_key`] is set,
-//! every `/v1/...` request needs `Authorization: Bearer <key>`, else 401.
+//! Vendor routes (the answer rules, shared by the three chat protocols, are
+//! documented in `src/chat/mod.rs`, each protocol's wire details beside it):
+//! - OpenAI: `GET /v1/models`, `POST /v1/chat/completions`
+//!   (`src/chat/openai/`).
+//! - Anthropic: `POST /v1/messages` (`src/chat/anthropic.rs`); needs an
+//!   `anthropic-version` header and `max_tokens`.
+//! - Gemini: `POST /v1beta/models/{model}:generateContent` and
+//!   `POST /v1beta/models/{model}:streamGenerateContent` (SSE with
+//!   `?alt=sse`, else one JSON array) (`src/chat/gemini.rs`); snake_case
+//!   and camelCase keys alike.
+//! - The video task API `POST /v1/video/tasks`, `GET /v1/video/tasks/{id}`,
+//!   `GET /v1/video/tasks/{id}/content` (documented in `src/video/mod.rs`;
+//!   its pace is [`SimOptions::video`]).
+//!
+//! Auth: when [`SimOptions::api_key`] is set, each vendor's routes need the
+//! key in that vendor's scheme — `x-api-key: <key>` on `/v1/messages` (a
+//! bearer token is refused there), `x-goog-api-key: <key>` or `?key=<key>`
+//! under `/v1beta/`, `Authorization: Bearer <key>` on every other `/v1/...`
+//! route — else 401 (Gemini: 400 `INVALID_ARGUMENT`, as Gemini answers a
+//! bad key). Errors come in the vendor's own envelope: OpenAI
+//! `{"error":{message,type,param,code}}`, Anthropic
+//! `{"type":"error","error":{type,message}}`, Gemini
+//! `{"error":{code,message,status}}` (see `src/errors.rs` for the status
+//! words); every 429 carries `retry-after: 7`.
 //!
 //! Control routes (no auth, not recorded):
 //! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
-//!   value}, body}` (`body_base64` instead of `body` when not UTF-8).
+//!   value}, body, usage}` (`body_base64` instead of `body` when not UTF-8);
+//!   `usage` is what the answer reported, in the vendor's shape (OpenAI
+//!   `usage`, Anthropic's final `usage`, Gemini `usageMetadata`), or null
+//!   (errors, faults, OpenAI streams without `include_usage`, answers still
+//!   in flight).
 //! - `DELETE /_sim/requests`: forget them.
 //! - `POST /_sim/faults`: queue a fault, `{"fault": "status", "status": 429,
 //!   "count": 1}`; `fault` is one of `status` (`status` may also be
 //!   `"429-quota"`), `quota`, `hang`, `latency` (with `ms`), `malformed`,
-//!   `cut`; `count` defaults to 1. `DELETE /_sim/faults` empties the queue.
+//!   `cut`, `truncate`; `count` defaults to 1. `DELETE /_sim/faults` empties
+//!   the queue.
 //!
 //! Directives, anywhere in the last user message, removed from the text
 //! before the reply is computed; several may be combined, also as
-//! comma-separated items of one directive (`[[sim:crlf,fragment]]`):
+//! comma-separated items of one directive (`[[sim:crlf,fragment]]`). They
+//! work in all three protocols, each answering in its own error envelope
+//! and stream format:
 //! - `[[sim:status=NNN]]`: that status with the vendor's error body;
-//!   `[[sim:status=429-quota]]`: 429 with code `insufficient_quota`.
+//!   `[[sim:status=429-quota]]` (and the `quota` fault): out of money —
+//!   OpenAI 429 with code `insufficient_quota`, Anthropic 400
+//!   `invalid_request_error` "Your credit balance is too low to access the
+//!   Anthropic API.", Gemini 429 `RESOURCE_EXHAUSTED` about the quota.
 //! - `[[sim:hang]]`: never answer (until shutdown).
 //! - `[[sim:latency_ms=N]]`: wait N ms, then answer (combines with others).
 //! - `[[sim:malformed]]`: 200 with a truncated JSON body, or for streams a
-//!   `data: {not json` event then `[DONE]`.
+//!   `{not json` event (OpenAI then `[DONE]`, Anthropic as `message_start`
+//!   then `message_stop`, Gemini alone).
 //! - `[[sim:cut]]`: abort the connection mid-body (non-streamed: after half
-//!   the JSON; streamed: after the role chunk and three more chunks).
+//!   the JSON; streamed: after the first event and three more).
+//! - `[[sim:truncate]]`: a stream that ends cleanly after the first event and
+//!   three more, without the protocol's finish marker; non-streamed answers
+//!   are normal.
+//! - `[[sim:parallel]]`: one tool call per declared tool.
+//! - `[[sim:refuse]]`: a content refusal (OpenAI `content_filter`,
+//!   Anthropic `refusal`, Gemini `SAFETY`).
+//! - `[[sim:finish=RAW]]`: the usual answer with finish reason RAW verbatim.
 //! - `[[sim:crlf]]`, `[[sim:fragment]]`, `[[sim:comments]]`: stream with
 //!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
-//!   comments between events.
+//!   comments between events (not for Gemini, which never sends comments).
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
 //!
-//! A queued fault is consumed by the next valid chat request and replaces
-//! any fault or latency directive of that request (framing directives stay).
+//! A queued fault is consumed by the next valid chat request (of any
+//! protocol) and replaces any fault or latency directive of that request
+//! (framing directives stay).
 
 mod auth;
 mod chat;
@@ -73,7 +112,9 @@ pub use video::VideoSpeed;
 /// How the simulator behaves.
 #[derive(Clone, Debug, Default)]
 pub struct SimOptions {
-    /// When set, `/v1/...` requests must carry `Authorization: Bearer <key>`.
+    /// When set, vendor requests must carry this key in their vendor's
+    /// scheme (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or
+    /// `?key=`).
     pub api_key: Option<String>,
     /// How video tasks progress; by default three polls to success.
     pub video: VideoSpeed,
@@ -152,7 +193,7 @@ pub async fn start(addr: SocketAddr, opts: SimOptions) -> anyhow::Result<SimServ
 fn router(state: Arc<SimState>) -> Router {
     let vendor = Router::new()
         .route("/v1/models", get(models::list))
-        .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/chat/completions", post(chat::openai::completions))
         .route("/v1/messages", post(chat::anthropic::messages))
         .route(
             "/v1beta/models/{model_action}",
@@ -177,7 +218,9 @@ fn router(state: Arc<SimState>) -> Router {
 }
 
 async fn not_found(OriginalUri(uri): OriginalUri) -> axum::response::Response {
-    errors::ApiError::not_found(uri.path()).into_response()
+    errors::ApiError::not_found(uri.path())
+        .in_dialect(errors::Dialect::for_path(uri.path()))
+        .into_response()
 }
 
 impl SimServer {

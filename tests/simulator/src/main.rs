@@ -7,12 +7,16 @@ use clap::Parser;
 use upstream_sim::{SimOptions, VideoSpeed};
 
 #[derive(Debug, Parser)]
-#[command(version, about = "Deterministic fake OpenAI-compatible vendor")]
+#[command(
+    version,
+    about = "Deterministic fake of OpenAI, Anthropic and Gemini vendors"
+)]
 struct Args {
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:9090")]
     listen: SocketAddr,
-    /// Require `Authorization: Bearer <KEY>` on /v1 routes.
+    /// Require KEY on the vendor routes, in each vendor's scheme
+    /// (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key` or `?key=`).
     #[arg(long, env = "UPSTREAM_SIM_API_KEY")]
     api_key: Option<String>,
     /// Video tasks succeed at the N-th status poll.

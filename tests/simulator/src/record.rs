@@ -10,7 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use crate::errors::ApiError;
+use crate::errors::{ApiError, Dialect};
 use crate::faults::lock;
 use crate::SimState;
 
@@ -119,6 +119,7 @@ pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next
     });
     if failed {
         return ApiError::invalid_request("The request body could not be read.", None)
+            .in_dialect(Dialect::for_path(parts.uri.path()))
             .into_response();
     }
     let resp = next

@@ -34,14 +34,17 @@ impl Out {
     }
 }
 
-/// Frames each payload as `data: <payload>` plus a blank line. Every event
-/// (or, with `fragment`, every third of one) becomes its own body chunk.
+/// Frames each payload as `data: <payload>` plus a blank line (unnamed
+/// events; the tests' shorthand for [`frame_events`]).
+#[cfg(test)]
 pub fn frame(payloads: &[String], framing: Framing) -> Vec<Bytes> {
     let events: Vec<Out> = payloads.iter().map(|p| Out::data(p.clone())).collect();
     frame_events(&events, framing)
 }
 
-/// Frames events, with an `event:` line for the named ones.
+/// Frames each event as an optional `event: <name>` line, `data: <data>` and
+/// a blank line. Every event (or, with `fragment`, every third of one)
+/// becomes its own body chunk.
 pub fn frame_events(events: &[Out], framing: Framing) -> Vec<Bytes> {
     let nl = if framing.crlf { "\r\n" } else { "\n" };
     let mut out = Vec::with_capacity(events.len() * 3);

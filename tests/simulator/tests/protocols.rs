@@ -253,3 +253,530 @@ async fn truncated_streams_end_cleanly_without_their_finish_marker() {
     assert_eq!(evs.len(), 4);
     assert!(evs.iter().all(|(_, d)| !d.contains("finishReason")));
 }
+
+/// The parsed JSON of each `data:` payload (all of them must be JSON).
+fn json_events(evs: &[(Option<String>, String)]) -> Vec<Value> {
+    evs.iter()
+        .map(|(_, d)| serde_json::from_str(d).expect("event json"))
+        .collect()
+}
+
+async fn post_fault(sim: &SimServer, spec: Value) {
+    let resp = http()
+        .post(format!("http://{}/_sim/faults", sim.addr()))
+        .json(&spec)
+        .send()
+        .await
+        .expect("queue fault");
+    assert_eq!(resp.status(), 200);
+}
+
+#[tokio::test]
+async fn anthropic_stream_event_sequence_and_block_indexes() {
+    let sim = sim().await;
+    let body = json!({"model": "sim-reasoner", "max_tokens": 12, "stream": true,
+        "messages": [{"role": "user", "content": "tell me more"}]});
+    let resp = messages(&sim, body).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let evs = events(resp).await;
+    assert!(evs.iter().all(|(n, _)| n.is_some()), "every event is named");
+    let data = json_events(&evs);
+    let names: Vec<&str> = data.iter().map(|d| d["type"].as_str().unwrap()).collect();
+    let mut expected = vec!["message_start", "ping", "content_block_start"];
+    expected.extend(["content_block_delta"; 9]);
+    expected.extend(["content_block_stop", "content_block_start"]);
+    expected.extend(["content_block_delta"; 4]);
+    expected.extend(["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(names, expected);
+    let start = &data[0]["message"];
+    assert_eq!(start["id"], "msg_sim_1");
+    assert_eq!(start["content"], json!([]));
+    assert!(start["stop_reason"].is_null() && start["stop_sequence"].is_null());
+    assert_eq!(start["usage"]["output_tokens"], 1);
+    assert_eq!(
+        start["usage"]["input_tokens"],
+        4 - 3,
+        "minus the cache write"
+    );
+    let thinking: String = data
+        .iter()
+        .filter_map(|d| d["delta"]["thinking"].as_str())
+        .collect();
+    assert_eq!(thinking, "Let me think about this step by step.");
+    let sig = data
+        .iter()
+        .find_map(|d| d["delta"]["signature"].as_str())
+        .unwrap();
+    assert_eq!(sig, upstream_sim::anthropic_signature(&thinking));
+    let text: String = data
+        .iter()
+        .filter_map(|d| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Simulated reply to: tell");
+    let indexes: Vec<u64> = data
+        .iter()
+        .filter(|d| d["type"] == "content_block_start")
+        .map(|d| d["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1]);
+    let delta = &data[data.len() - 2];
+    assert_eq!(delta["delta"]["stop_reason"], "max_tokens");
+    assert_eq!(delta["usage"]["output_tokens"], 12);
+    let recorded = sim.requests().last().unwrap().usage.clone().unwrap();
+    assert_eq!(
+        recorded,
+        json!({"input_tokens": 1, "output_tokens": 12,
+               "cache_creation_input_tokens": 3, "cache_read_input_tokens": 0})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_errors_are_in_its_envelope() {
+    let sim = sim().await;
+    let ok = json!({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}]});
+    let no_version = http()
+        .post(format!("{}/messages", sim.base_url()))
+        .header("x-api-key", KEY)
+        .json(&ok)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = no_version.json().await.unwrap();
+    assert_eq!(
+        v,
+        json!({"type": "error", "error": {"type": "invalid_request_error",
+               "message": "anthropic-version: header is required"}})
+    );
+    let no_key = http()
+        .post(format!("{}/messages", sim.base_url()))
+        .header("anthropic-version", "2023-06-01")
+        .json(&ok)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_key.status(), 401);
+    let no_max = messages(&sim, json!({"messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_max.status(), 400);
+    let v: Value = no_max.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    let overloaded = messages(
+        &sim,
+        json!({"max_tokens": 5, "messages": [{"role": "user", "content": "x [[sim:status=529]]"}]}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(overloaded.status(), 529);
+    let v: Value = overloaded.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "overloaded_error");
+    // The quota fault: Anthropic's "credit balance" 400.
+    post_fault(&sim, json!({"fault": "quota"})).await;
+    let broke = messages(&sim, ok).send().await.unwrap();
+    assert_eq!(broke.status(), 400);
+    let v: Value = broke.json().await.unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "Your credit balance is too low to access the Anthropic API."
+    );
+    assert!(sim.requests().iter().all(|r| r.usage.is_none()));
+    let unknown = http()
+        .post(format!("{}/messages/nope", sim.base_url()))
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let v: Value = unknown.json().await.unwrap();
+    assert_eq!(v["error"]["type"], "not_found_error");
+}
+
+#[tokio::test]
+async fn anthropic_thinking_signature_round_trip() {
+    let sim = sim().await;
+    let first = json!({"model": "sim-claude", "max_tokens": 100,
+        "thinking": {"type": "enabled", "budget_tokens": 2000},
+        "messages": [{"role": "user", "content": "why is the sky blue"}]});
+    let v: Value = messages(&sim, first.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut next = first;
+    next["messages"].as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": v["content"]}),
+        json!({"role": "user", "content": "and at sunset"}),
+    ]);
+    let good = messages(&sim, next.clone()).send().await.unwrap();
+    assert_eq!(good.status(), 200);
+    let answer: Value = good.json().await.unwrap();
+    assert!(answer["content"][1]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Simulated reply to: and at sunset."));
+    // Thinking and signatures are no prompt text: system-less, so
+    // user (5+1) + assistant (the reply's words + 1) + user (3+1).
+    let reply = v["content"][1]["text"].as_str().unwrap();
+    let prompt = 6 + reply.split_whitespace().count() as u64 + 1 + 4;
+    assert_eq!(answer["usage"]["input_tokens"], prompt - 5);
+    assert_eq!(answer["usage"]["cache_creation_input_tokens"], 5);
+
+    next["messages"][1]["content"][0]["signature"] = json!("c2ltLXNpZzpub3BlCg==");
+    let bad = messages(&sim, next).send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let v: Value = bad.json().await.unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "Invalid `signature` in `thinking` block"
+    );
+}
+
+#[tokio::test]
+async fn gemini_plain_usage_and_errors() {
+    let sim = sim().await;
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "why is the sky blue"}]}],
+        "system_instruction": {"parts": [{"text": "be brief"}]},
+        "generation_config": {"thinking_config": {"thinking_budget": 0}, "max_output_tokens": 4}});
+    let resp = gemini(&sim, "generateContent", body).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(v["responseId"], "sim-1");
+    assert_eq!(v["modelVersion"], "sim-gemini");
+    assert_eq!(
+        v["candidates"][0],
+        json!({"content": {"role": "model", "parts": [{"text": "Simulated reply to: why"}]},
+               "finishReason": "MAX_TOKENS", "index": 0})
+    );
+    assert_eq!(
+        v["usageMetadata"],
+        json!({"promptTokenCount": 3 + 6, "candidatesTokenCount": 4,
+               "totalTokenCount": 13, "cachedContentTokenCount": 3})
+    );
+    assert_eq!(
+        sim.requests().last().unwrap().usage.as_ref(),
+        Some(&v["usageMetadata"])
+    );
+
+    let bearer = http()
+        .post(format!(
+            "{}/v1beta/models/sim-gemini:generateContent",
+            sim.root_url()
+        ))
+        .bearer_auth(KEY)
+        .json(&json!({"contents": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), 400, "Gemini's answer to a bad key");
+    let v: Value = bearer.json().await.unwrap();
+    assert_eq!(v["error"]["status"], "INVALID_ARGUMENT");
+    assert_eq!(v["error"]["code"], 400);
+
+    let unknown = gemini(&sim, "countTokens", json!({"contents": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let v: Value = unknown.json().await.unwrap();
+    assert_eq!(v["error"]["status"], "NOT_FOUND");
+
+    post_fault(&sim, json!({"fault": "quota"})).await;
+    let quota = gemini(&sim, "generateContent", json!({"contents": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(quota.status(), 429);
+    assert_eq!(quota.headers()["retry-after"], "7");
+    let v: Value = quota.json().await.unwrap();
+    assert_eq!(v["error"]["status"], "RESOURCE_EXHAUSTED");
+    assert!(v["error"]["message"].as_str().unwrap().contains("quota"));
+}
+
+#[tokio::test]
+async fn gemini_sse_stream_shape() {
+    let sim = sim().await;
+    let body = json!({"contents": [{"parts": [{"text": "hello [[sim:comments,crlf]]"}]}],
+        "generationConfig": {"thinkingConfig": {"includeThoughts": true}, "maxOutputTokens": 10}});
+    let resp = gemini(&sim, "streamGenerateContent?alt=sse", body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let text = resp.text().await.unwrap();
+    assert!(!text.contains("event:") && !text.contains(": keep-alive") && !text.contains("[DONE]"));
+    let chunks: Vec<Value> = text
+        .split("\r\n\r\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    assert_eq!(chunks.len(), 8 + 2 + 1);
+    assert!(chunks
+        .iter()
+        .all(|c| c["responseId"] == "sim-1" && c["modelVersion"] == "sim-gemini"));
+    let parts: Vec<&Value> = chunks[..10]
+        .iter()
+        .map(|c| &c["candidates"][0]["content"]["parts"][0])
+        .collect();
+    assert!(parts[..8].iter().all(|p| p["thought"] == true));
+    assert_eq!(
+        parts[8]["thoughtSignature"],
+        upstream_sim::gemini_signature()
+    );
+    let last = &chunks[10];
+    assert_eq!(last["candidates"][0]["finishReason"], "MAX_TOKENS");
+    assert_eq!(
+        last["usageMetadata"],
+        // The directive is prompt text too: 2 words + 1.
+        json!({"promptTokenCount": 3, "candidatesTokenCount": 2,
+               "totalTokenCount": 13, "thoughtsTokenCount": 8})
+    );
+    assert!(chunks[..10]
+        .iter()
+        .all(|c| c.get("usageMetadata").is_none()));
+
+    // Without alt=sse: the same chunks as one JSON array.
+    let array: Value = gemini(
+        &sim,
+        "streamGenerateContent",
+        json!({"contents": [{"parts": [{"text": "hello"}]}]}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let array = array.as_array().unwrap();
+    assert_eq!(
+        array.last().unwrap()["candidates"][0]["finishReason"],
+        "STOP"
+    );
+    assert_eq!(
+        array[0]["candidates"][0]["content"]["parts"][0]["text"],
+        "Simulated "
+    );
+}
+
+#[tokio::test]
+async fn gemini_thought_signature_round_trip() {
+    let sim = sim().await;
+    let first = json!({"contents": [{"role": "user", "parts": [{"text": "weather in Paris"}]}],
+        "tools": [{"function_declarations": [{"name": "get_weather", "parameters_json_schema": {}}]}],
+        "generationConfig": {"thinkingConfig": {"thinking_budget": 1024}}});
+    let v: Value = gemini(&sim, "generateContent", first.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let parts = v["candidates"][0]["content"]["parts"].clone();
+    assert_eq!(
+        parts[1],
+        json!({"functionCall": {"name": "get_weather", "args": {"query": "weather in Paris"}},
+               "thoughtSignature": upstream_sim::gemini_signature()})
+    );
+    let mut next = first;
+    next["contents"].as_array_mut().unwrap().extend([
+        json!({"role": "model", "parts": parts}),
+        json!({"role": "user", "parts": [{"functionResponse": {"name": "get_weather",
+                                                               "response": {"result": "sunny and mild"}}}]}),
+    ]);
+    let good: Value = gemini(&sim, "generateContent", next.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer = &good["candidates"][0]["content"]["parts"];
+    assert_eq!(answer[0]["thought"], true);
+    assert!(answer[1]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("Simulated reply to: sunny and mild."));
+    assert_eq!(good["candidates"][0]["finishReason"], "STOP");
+
+    next["contents"][1]["parts"][1]["thoughtSignature"] = json!("c2ltLWdzaWc6MA==");
+    let bad = gemini(&sim, "generateContent", next).send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let v: Value = bad.json().await.unwrap();
+    assert_eq!(
+        v["error"],
+        json!({"code": 400, "message": "Invalid thought signature", "status": "INVALID_ARGUMENT"})
+    );
+}
+
+#[tokio::test]
+async fn queued_429s_and_truncations_in_every_protocol() {
+    let sim = sim().await;
+    let chat = |body: Value| {
+        http()
+            .post(format!("{}/chat/completions", sim.base_url()))
+            .bearer_auth(KEY)
+            .json(&body)
+    };
+    let ask = json!({"stream": true, "max_tokens": 50, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "tell me a story"}]});
+    let gem = json!({"contents": [{"parts": [{"text": "tell me a story"}]}]});
+
+    post_fault(&sim, json!({"fault": "status", "status": 429, "count": 3})).await;
+    let answers = [
+        chat(ask.clone()).send().await.unwrap(),
+        messages(&sim, ask.clone()).send().await.unwrap(),
+        gemini(&sim, "streamGenerateContent?alt=sse", gem.clone())
+            .send()
+            .await
+            .unwrap(),
+    ];
+    for r in answers {
+        assert_eq!(r.status(), 429);
+        assert_eq!(r.headers()["retry-after"], "7");
+    }
+    post_fault(&sim, json!({"fault": "quota"})).await;
+    let quota = chat(ask.clone()).send().await.unwrap();
+    assert_eq!(
+        (
+            quota.status().as_u16(),
+            quota.headers()["retry-after"].to_str().unwrap()
+        ),
+        (429, "7")
+    );
+
+    post_fault(&sim, json!({"fault": "truncate", "count": 3})).await;
+    let openai = events(chat(ask.clone()).send().await.unwrap()).await;
+    assert_eq!(openai.len(), 4);
+    assert!(json_events(&openai)
+        .iter()
+        .all(|c| c["choices"][0]["finish_reason"].is_null() && c["usage"].is_null()));
+    let anthropic = events(messages(&sim, ask).send().await.unwrap()).await;
+    let names: Vec<&str> = anthropic
+        .iter()
+        .map(|(n, _)| n.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta"
+        ]
+    );
+    let google = events(
+        gemini(&sim, "streamGenerateContent?alt=sse", gem.clone())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(google.len(), 4);
+    assert!(json_events(&google)
+        .iter()
+        .all(|c| c["candidates"][0].get("finishReason").is_none()));
+    // Nothing reported, nothing recorded; a plain answer is not truncated.
+    assert!(sim.requests().iter().all(|r| r.usage.is_none()));
+    let plain: Value = gemini(
+        &sim,
+        "generateContent",
+        json!({"contents": [{"parts": [{"text": "x [[sim:truncate]]"}]}]}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(plain["candidates"][0]["finishReason"], "STOP");
+}
+
+#[tokio::test]
+async fn recorded_usage_in_each_vendors_shape() {
+    let sim = sim().await;
+    let openai: Value = http()
+        .post(format!("{}/chat/completions", sim.base_url()))
+        .bearer_auth(KEY)
+        .json(
+            &json!({"messages": [{"role": "system", "content": "be brief"},
+                                   {"role": "user", "content": "hi"}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // A stream without include_usage reports no usage.
+    let streamed = http()
+        .post(format!("{}/chat/completions", sim.base_url()))
+        .bearer_auth(KEY)
+        .json(&json!({"stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    let _ = events(streamed).await;
+    let anthropic: Value = messages(
+        &sim,
+        json!({"max_tokens": 50, "stream": true, "system": "be brief",
+               "messages": [{"role": "user", "content": "hi there"}]}),
+    )
+    .send()
+    .await
+    .map(|r| async { events(r).await })
+    .unwrap()
+    .await
+    .into_iter()
+    .filter_map(|(_, d)| serde_json::from_str::<Value>(&d).ok())
+    .find(|d| d["type"] == "message_delta")
+    .unwrap();
+    let google: Value = gemini(
+        &sim,
+        "generateContent",
+        json!({"contents": [{"parts": [{"text": "hi"}]}]}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let failed = gemini(
+        &sim,
+        "generateContent",
+        json!({"contents": [{"parts": [{"text": "x [[sim:status=500]]"}]}]}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(failed.status(), 500);
+
+    let listed: Value = http()
+        .get(format!("http://{}/_sim/requests", sim.addr()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let usage: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["usage"])
+        .collect();
+    assert_eq!(usage[0], &openai["usage"]);
+    assert_eq!(usage[1], &Value::Null);
+    let n = anthropic["usage"]["output_tokens"].as_u64().unwrap();
+    assert_eq!(
+        usage[2],
+        // system (2+1) + user (2+1) - read 3 - write 2
+        &json!({"input_tokens": 1, "output_tokens": n,
+                "cache_creation_input_tokens": 2, "cache_read_input_tokens": 3})
+    );
+    assert_eq!(usage[3], &google["usageMetadata"]);
+    assert_eq!(usage[4], &Value::Null);
+}

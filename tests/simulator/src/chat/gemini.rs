@@ -1,53 +1,80 @@
 //! `POST /v1beta/models/{model}:generateContent` and
-//! `:streamGenerateContent` (`?alt=sse`; without it a JSON array of the
-//! chunks): the Gemini API, from the same plan as the OpenAI answers (see
-//! the module `chat`). What differs:
+//! `POST /v1beta/models/{model}:streamGenerateContent`: the Gemini API,
+//! from the shared plan (the rules are in the module `chat`). What is its
+//! own:
 //!
-//! - **Keys** are read in camelCase or snake_case at every level, as the
-//!   google-genai SDK mixes them.
-//! - **Tokens.** `systemInstruction` counts as one turn; a turn's text is
-//!   its non-thought text parts and its function responses' text (a
-//!   response object with one string member is that string, any other its
-//!   compact JSON); each turn is words + 1. `cachedContentTokenCount` = the
-//!   system turn's tokens, inside `promptTokenCount`.
-//! - **Thinking** when the model name contains `reason`,
-//!   `thinkingConfig.includeThoughts` is true or `thinkingBudget` > 0,
-//!   unless `thinkingBudget` is 0. The thought is one part
-//!   `{"text": ..., "thought": true}` (one per word in streams); the first
-//!   part after it carries `thoughtSignature`, standard base64 of
-//!   `sim-gsig:<16 hex digits of fnv1a(the thought text)>`. A
-//!   `thoughtSignature` sent back on a `model` part must be exactly that.
-//! - **Tools.** `tools[].functionDeclarations[].name`;
-//!   `toolConfig.functionCallingConfig.mode` `NONE`, or `ANY` with one
-//!   allowed name (forced). Function calls carry no id.
-//! - **Answer.** `finishReason` `STOP` (also for calls and stop sequences),
-//!   `MAX_TOKENS`, `SAFETY` (no content), or a `[[sim:finish=...]]` word;
-//!   `usageMetadata` with `candidatesTokenCount` excluding thoughts and
-//!   `thoughtsTokenCount`; `responseId` `sim-<n>`; `modelVersion` the model.
-//! - **Streams**: `data:` lines only (no `event:`, comments or `[DONE]`),
-//!   one chunk per thought word, content word or call; the last chunk has
-//!   the finish reason and the usage.
+//! - **Auth.** `x-goog-api-key: <key>` or `?key=<key>` (checked by the auth
+//!   layer).
+//! - **Route.** The last path segment is `{model}:{action}`; the model comes
+//!   from the URL. `streamGenerateContent?alt=sse` streams SSE; without
+//!   `alt=sse` the same chunks come as one JSON array. Any other action is
+//!   404.
+//! - **Keys** are read in camelCase or snake_case at every level
+//!   (`generationConfig.thinking_config.thinking_budget`,
+//!   `function_declarations`, ...), as the google-genai SDK mixes them.
+//! - **Turns.** `systemInstruction` (`{parts: [{text}]}`, or a string) is one
+//!   system turn. `contents[]` with role `model` are the assistant's, any
+//!   other role the user's. A turn's text is its text parts that are not
+//!   thoughts (`thought: true`); each `functionResponse` part is a tool
+//!   result whose text is its `response` — the member's value when
+//!   `response` is an object with exactly one member and that member is a
+//!   string (`{"result": "noon exactly"}` → `noon exactly`), else the
+//!   canonical compact JSON of `response` (keys sorted). `functionCall`,
+//!   `inlineData` and `fileData` parts add no words. The conversation ends
+//!   with a tool result when the last content has a `functionResponse` part
+//!   (the last one is the subject).
+//! - **Options.** `generationConfig.maxOutputTokens`, `.stopSequences`,
+//!   `.thinkingConfig.includeThoughts` / `.thinkingBudget` (> 0 enables
+//!   thinking, 0 disables it).
+//! - **Tools.** `tools[].functionDeclarations[].name`, in order;
+//!   `toolConfig.functionCallingConfig.mode` `NONE` forbids calls; with
+//!   `ANY`, `allowedFunctionNames` keeps only those tools (one left: forced).
+//!   Function calls carry no id.
+//! - **Thought signatures.** When thinking, the answer's parts are one thought
+//!   part `{"text": <reasoning>, "thought": true}` first, then the answer
+//!   parts; the first non-thought part (text or `functionCall`) carries
+//!   `thoughtSignature` = standard padded base64 of `sim-gsig:<16 hex digits
+//!   of fnv1a("Let me think about this step by step.")>` ([`signature`]).
+//!   Any `thoughtSignature` sent back on a `model` part must be exactly that,
+//!   else 400 `INVALID_ARGUMENT` `Invalid thought signature`.
+//! - **Answer.** `{"candidates": [{"content": {"role": "model", "parts":
+//!   [...]}, "finishReason", "index": 0}], "usageMetadata", "modelVersion":
+//!   <model>, "responseId": "sim-<n>"}`. A text answer is one part
+//!   `{"text": <content>}` (also when empty); a tool answer one
+//!   `{"functionCall": {"name", "args": {...}}}` part per call. `content`
+//!   is left out when there are no parts (a refusal without thinking).
+//! - **Usage.** `promptTokenCount` (cache included), `candidatesTokenCount`
+//!   (output without thoughts), `totalTokenCount` = prompt + candidates +
+//!   thoughts, `cachedContentTokenCount` and `thoughtsTokenCount` only when
+//!   > 0.
+//! - **Streams.** `data: <json>` and a blank line per chunk; no `event:`
+//!   lines, no comments (even with `[[sim:comments]]`), no `[DONE]`. One
+//!   chunk per thought word (`{"text": "<word> ", "thought": true}`), per
+//!   content word (the first with the signature, when thinking; a thinking
+//!   answer without words still sends one empty signed text part), per
+//!   function call (whole); then the finish marker: a last chunk whose
+//!   candidate has `finishReason` (and no content) and which carries
+//!   `usageMetadata`. Every chunk has `modelVersion` and `responseId`.
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use super::deltas::spaced;
 use super::plan::{Answer, Finish, Plan};
-use super::render::spaced;
-use super::request::{choose_tools, ChatRequest};
-use super::{respond, Rendered};
+use super::request::{canonical_json, choose_tools, strings, ChatRequest, Role, Turn};
+use super::{respond, Rendered, Wire};
 use crate::errors::{ApiError, Dialect};
-use crate::faults::extract_directives;
 use crate::sse::Out;
-use crate::tokens::{count_words, fnv1a, REASONING};
+use crate::tokens::{fnv1a, REASONING};
 use crate::SimState;
 
-/// The thought signature: the same for every thought of the simulator.
+/// The thought signature: the same for every thought of the simulator,
+/// standard base64 of `sim-gsig:<16 hex digits of fnv1a(REASONING)>`.
 pub fn signature() -> String {
     base64::engine::general_purpose::STANDARD
         .encode(format!("sim-gsig:{:016x}", fnv1a(&REASONING.join(" "))))
@@ -57,13 +84,17 @@ fn invalid(msg: &str) -> ApiError {
     ApiError::invalid_request(msg, None).in_dialect(Dialect::Gemini)
 }
 
-/// `key` (camelCase) or its snake_case spelling.
+/// `camel` of an object, or its snake_case spelling; null counts as absent.
 fn key<'a>(v: &'a Value, camel: &str) -> Option<&'a Value> {
     let o = v.as_object()?;
-    if let Some(x) = o.get(camel) {
+    if let Some(x) = o.get(camel).filter(|x| !x.is_null()) {
         return Some(x);
     }
-    let mut snake = String::new();
+    o.get(&snake_case(camel)).filter(|x| !x.is_null())
+}
+
+fn snake_case(camel: &str) -> String {
+    let mut snake = String::with_capacity(camel.len() + 4);
     for c in camel.chars() {
         if c.is_ascii_uppercase() {
             snake.push('_');
@@ -72,68 +103,48 @@ fn key<'a>(v: &'a Value, camel: &str) -> Option<&'a Value> {
             snake.push(c);
         }
     }
-    o.get(&snake)
+    snake
 }
 
 pub async fn generate(
     State(state): State<Arc<SimState>>,
     Path(model_action): Path<String>,
-    Query(query): Query<std::collections::HashMap<String, String>>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    let Some((model, action)) = model_action.split_once(':') else {
-        return ApiError::not_found(&model_action)
+    let not_found = || {
+        ApiError::not_found(&format!("/v1beta/models/{model_action}"))
             .in_dialect(Dialect::Gemini)
-            .into_response();
+            .into_response()
+    };
+    let Some((model, action)) = model_action.rsplit_once(':') else {
+        return not_found();
     };
     let stream = match action {
         "generateContent" => false,
         "streamGenerateContent" => true,
-        _ => {
-            return ApiError::not_found(action)
-                .in_dialect(Dialect::Gemini)
-                .into_response()
-        }
+        _ => return not_found(),
     };
-    let mut req = match parse(&body, model, stream) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
-    if stream && query.get("alt").map(String::as_str) != Some("sse") {
-        // Gemini's non-SSE stream is one JSON array of the chunks.
-        req.stream = true;
-        let resp = respond(&state, req, Dialect::Gemini).await;
-        let usage = resp
-            .extensions()
-            .get::<crate::record::ReportedUsage>()
-            .cloned();
-        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
-            .await
-            .unwrap_or_default();
-        let chunks: Vec<Value> = String::from_utf8_lossy(&bytes)
-            .split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter_map(|d| serde_json::from_str(d).ok())
-            .collect();
-        let mut out = Json(chunks).into_response();
-        if let Some(u) = usage {
-            out.extensions_mut().insert(u);
-        }
-        return out;
+    let sse = query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .any(|kv| kv == "alt=sse");
+    match parse(&body, model, stream) {
+        Ok(req) => respond(&state, req, Wire::Gemini { sse }).await,
+        Err(e) => e.into_response(),
     }
-    respond(&state, req, Dialect::Gemini).await
 }
 
-/// A function response's text: its one string member, or its compact JSON.
-fn response_text(r: &Value) -> String {
-    if let Some(o) = r.as_object() {
-        if o.len() == 1 {
-            if let Some(Value::String(s)) = o.values().next() {
-                return s.clone();
-            }
+/// A function response's text: the value of its only member when that is
+/// a string, else its canonical compact JSON.
+fn response_text(response: &Value) -> String {
+    if let Some(o) = response.as_object() {
+        if let (1, Some(Value::String(s))) = (o.len(), o.values().next()) {
+            return s.clone();
         }
     }
-    r.to_string()
+    canonical_json(response)
 }
 
 fn parts(content: &Value) -> &[Value] {
@@ -143,80 +154,70 @@ fn parts(content: &Value) -> &[Value] {
         .unwrap_or(&[])
 }
 
-/// The text of a turn that counts: non-thought text and function responses.
-fn counted_text(content: &Value) -> String {
-    parts(content)
-        .iter()
-        .filter_map(|p| {
-            if key(p, "thought").and_then(Value::as_bool) == Some(true) {
-                return None;
-            }
-            if let Some(r) = key(p, "functionResponse") {
-                return Some(response_text(key(r, "response").unwrap_or(&Value::Null)));
-            }
-            key(p, "text").and_then(Value::as_str).map(str::to_owned)
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A content as a turn.
+fn turn(role: Role, content: &Value) -> Turn {
+    if let Value::String(s) = content {
+        return Turn::new(role, s.clone());
+    }
+    let parts = parts(content);
+    Turn {
+        role,
+        text: parts
+            .iter()
+            .filter(|p| key(p, "thought").and_then(Value::as_bool) != Some(true))
+            .filter_map(|p| key(p, "text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        tool_results: parts
+            .iter()
+            .filter_map(|p| key(p, "functionResponse"))
+            .map(|r| response_text(key(r, "response").unwrap_or(&Value::Null)))
+            .collect(),
+    }
 }
 
+/// Reads a generateContent body; the model and streaming come from the URL.
 pub fn parse(body: &[u8], model: &str, stream: bool) -> Result<ChatRequest, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| invalid(&format!("Invalid JSON payload received. {e}")))?;
     let contents = key(&value, "contents")
         .and_then(Value::as_array)
         .ok_or_else(|| invalid("* GenerateContentRequest.contents: contents is not specified"))?;
-    let mut prompt_tokens = 0;
-    let mut cached_tokens = 0;
+    let mut turns = Vec::with_capacity(contents.len() + 1);
     if let Some(system) = key(&value, "systemInstruction") {
-        let text = match system {
-            Value::String(s) => s.clone(),
-            other => counted_text(other),
-        };
-        let t = count_words(&text) + 1;
-        prompt_tokens += t;
-        cached_tokens += t;
+        turns.push(turn(Role::System, system));
     }
-    let mut last_user_raw = None;
     for c in contents {
-        prompt_tokens += count_words(&counted_text(c)) + 1;
-        let role = key(c, "role").and_then(Value::as_str).unwrap_or("user");
-        if role == "model" {
-            for p in parts(c) {
-                if let Some(sig) = key(p, "thoughtSignature").and_then(Value::as_str) {
-                    if sig != signature() {
-                        return Err(invalid("Invalid thought signature"));
-                    }
-                }
-            }
-        } else {
-            let text: Vec<&str> = parts(c)
+        let role = match key(c, "role").and_then(Value::as_str) {
+            Some("model") => Role::Assistant,
+            _ => Role::User,
+        };
+        if role == Role::Assistant {
+            let expected = signature();
+            let bad = parts(c)
                 .iter()
-                .filter(|p| key(p, "functionResponse").is_none())
-                .filter_map(|p| key(p, "text").and_then(Value::as_str))
-                .collect();
-            if !text.is_empty() {
-                last_user_raw = Some(text.join(" "));
+                .filter_map(|p| key(p, "thoughtSignature"))
+                .any(|sig| sig.as_str() != Some(expected.as_str()));
+            if bad {
+                return Err(invalid("Invalid thought signature"));
             }
         }
+        turns.push(turn(role, c));
     }
-    let last_tool_result = contents.last().and_then(|c| {
-        parts(c)
-            .iter()
-            .rev()
-            .find_map(|p| key(p, "functionResponse"))
-            .map(|r| response_text(key(r, "response").unwrap_or(&Value::Null)))
-    });
-    let (last_user, directives) = extract_directives(&last_user_raw.unwrap_or_default());
-    let config = key(&value, "generationConfig")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let thinking = key(&config, "thinkingConfig")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let budget = key(&thinking, "thinkingBudget").and_then(Value::as_i64);
-    let include = key(&thinking, "includeThoughts").and_then(Value::as_bool);
-    let names: Vec<String> = key(&value, "tools")
+    let mut req = ChatRequest::from_turns(model, &turns);
+    req.stream = stream;
+    req.include_usage = true;
+    let none = Value::Null;
+    let config = key(&value, "generationConfig").unwrap_or(&none);
+    req.max_tokens = key(config, "maxOutputTokens").and_then(Value::as_u64);
+    req.stop = strings(key(config, "stopSequences"));
+    let thinking = key(config, "thinkingConfig").unwrap_or(&none);
+    let budget = key(thinking, "thinkingBudget").and_then(Value::as_i64);
+    let include = key(thinking, "includeThoughts").and_then(Value::as_bool);
+    req.thinking_disabled = budget == Some(0);
+    req.thinking_enabled = include == Some(true) || budget.is_some_and(|b| b > 0);
+
+    let mut names: Vec<String> = key(&value, "tools")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -226,40 +227,16 @@ pub fn parse(body: &[u8], model: &str, stream: bool) -> Result<ChatRequest, ApiE
         .collect();
     let calling = key(&value, "toolConfig")
         .and_then(|t| key(t, "functionCallingConfig"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mode = key(&calling, "mode").and_then(Value::as_str);
-    let allowed: Vec<&str> = key(&calling, "allowedFunctionNames")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let forced = (mode == Some("ANY") && allowed.len() == 1).then(|| allowed[0]);
-    let (tool_name, tools) = choose_tools(names, mode == Some("NONE"), forced);
-    Ok(ChatRequest {
-        model: model.to_owned(),
-        stream,
-        include_usage: true,
-        max_tokens: key(&config, "maxOutputTokens").and_then(Value::as_u64),
-        thinking_disabled: budget == Some(0),
-        thinking_enabled: include == Some(true) || budget.is_some_and(|b| b > 0),
-        tool_name,
-        tools,
-        stop: key(&config, "stopSequences")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
-        prompt_tokens,
-        cached_tokens,
-        cache_write_tokens: 0,
-        last_user,
-        last_tool_result,
-        directives,
-    })
+        .unwrap_or(&none);
+    let mode = key(calling, "mode").and_then(Value::as_str);
+    let allowed = strings(key(calling, "allowedFunctionNames"));
+    if mode == Some("ANY") && !allowed.is_empty() {
+        names.retain(|n| allowed.contains(n));
+    }
+    let forced =
+        (mode == Some("ANY") && allowed.len() == 1 && names.len() == 1).then(|| names[0].clone());
+    (req.tool_name, req.tools) = choose_tools(names, mode == Some("NONE"), forced.as_deref());
+    Ok(req)
 }
 
 fn finish_word(f: &Finish) -> String {
@@ -289,28 +266,45 @@ fn usage(plan: &Plan) -> Value {
     Value::Object(m)
 }
 
-/// The answer's non-thought parts, the signature on the first.
+/// The answer's non-thought parts as whole parts (the text in one).
 fn answer_parts(plan: &Plan) -> Vec<Value> {
-    let mut parts = match &plan.answer {
+    match &plan.answer {
         Answer::Text(words) => vec![json!({"text": words.join(" ")})],
         Answer::Refused => Vec::new(),
         Answer::Tools(calls) => calls
             .iter()
             .map(|c| {
-                let args: Value = serde_json::from_str(&c.arguments).unwrap_or(json!({}));
+                let args: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
                 json!({"functionCall": {"name": c.name, "args": args}})
             })
             .collect(),
-    };
-    if !plan.reasoning.is_empty() {
-        if let Some(first) = parts.first_mut() {
-            first["thoughtSignature"] = json!(signature());
-        }
     }
-    parts
 }
 
-pub(super) fn render(req: &ChatRequest, plan: &Plan, n: u64) -> (Rendered, Value) {
+/// The answer parts of a stream, one per chunk: a part per word, or per call.
+fn streamed_answer_parts(plan: &Plan) -> Vec<Value> {
+    match &plan.answer {
+        Answer::Text(words) if words.is_empty() && !plan.reasoning.is_empty() => {
+            // Somewhere to carry the signature.
+            vec![json!({"text": ""})]
+        }
+        Answer::Text(words) => spaced(words).map(|w| json!({"text": w})).collect(),
+        _ => answer_parts(plan),
+    }
+}
+
+/// Signs the first non-thought part, when thinking.
+fn sign(plan: &Plan, parts: &mut [Value]) {
+    if plan.reasoning.is_empty() {
+        return;
+    }
+    if let Some(first) = parts.first_mut() {
+        first["thoughtSignature"] = json!(signature());
+    }
+}
+
+/// The answer and its `usageMetadata`.
+pub(super) fn render(req: &ChatRequest, plan: &Plan, n: u64) -> (Rendered, Option<Value>) {
     let usage = usage(plan);
     let meta = |mut v: Value| {
         v["modelVersion"] = json!(req.model);
@@ -323,60 +317,41 @@ pub(super) fn render(req: &ChatRequest, plan: &Plan, n: u64) -> (Rendered, Value
         if !plan.reasoning.is_empty() {
             parts.push(json!({"text": plan.reasoning.join(" "), "thought": true}));
         }
-        parts.extend(answer_parts(plan));
+        let mut answer = answer_parts(plan);
+        sign(plan, &mut answer);
+        parts.extend(answer);
         let mut candidate = json!({"finishReason": finish, "index": 0});
-        if plan.answer != Answer::Refused {
+        if !parts.is_empty() {
             candidate["content"] = json!({"role": "model", "parts": parts});
         }
         let body = meta(json!({"candidates": [candidate], "usageMetadata": usage}));
-        return (Rendered::Plain(body), usage);
+        return (Rendered::Plain(body), Some(usage));
     }
-    let chunk = |parts: Vec<Value>| {
+    let chunk = |part: Value| {
         Out::data(
-            meta(
-                json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]}),
-            )
-            .to_string(),
+            meta(json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]}))
+                .to_string(),
         )
     };
-    let mut out: Vec<Out> = spaced(&plan.reasoning)
-        .map(|w| chunk(vec![json!({"text": w, "thought": true})]))
+    let mut events: Vec<Out> = spaced(&plan.reasoning)
+        .map(|w| chunk(json!({"text": w, "thought": true})))
         .collect();
-    let answer = answer_parts(plan);
-    match &plan.answer {
-        Answer::Text(words) => {
-            let sig = answer
-                .first()
-                .and_then(|p| p.get("thoughtSignature"))
-                .cloned();
-            for (i, w) in spaced(words).enumerate() {
-                let mut part = json!({"text": w});
-                if let (0, Some(s)) = (i, &sig) {
-                    part["thoughtSignature"] = s.clone();
-                }
-                out.push(chunk(vec![part]));
-            }
-        }
-        Answer::Tools(_) => {
-            for p in answer {
-                out.push(chunk(vec![p]));
-            }
-        }
-        Answer::Refused => {}
-    }
-    let mut last =
-        json!({"candidates": [{"finishReason": finish, "index": 0}], "usageMetadata": usage});
-    if plan.answer != Answer::Refused {
-        last["candidates"][0]["content"] = json!({"role": "model", "parts": [{"text": ""}]});
-    }
-    out.push(Out::data(meta(last).to_string()));
-    (Rendered::Stream(out), usage)
+    let mut answer = streamed_answer_parts(plan);
+    sign(plan, &mut answer);
+    events.extend(answer.into_iter().map(chunk));
+    let finish_at = events.len();
+    events.push(Out::data(
+        meta(json!({"candidates": [{"finishReason": finish, "index": 0}], "usageMetadata": usage}))
+            .to_string(),
+    ));
+    (Rendered::Stream { events, finish_at }, Some(usage))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::plan::plan;
+    use crate::tokens::reply_words;
 
     fn req(v: Value) -> ChatRequest {
         match parse(v.to_string().as_bytes(), "sim-gemini", false) {
@@ -409,7 +384,7 @@ mod tests {
         let r = req(json!({"contents": [{"parts": [{"text": "hi"}]}],
             "generationConfig": {"thinkingConfig": {"thinkingBudget": 512}}}));
         let p = plan(&r);
-        let (Rendered::Plain(body), usage) = render(&r, &p, 1) else {
+        let (Rendered::Plain(body), Some(usage)) = render(&r, &p, 1) else {
             panic!()
         };
         let parts = &body["candidates"][0]["content"]["parts"];
@@ -418,5 +393,258 @@ mod tests {
         assert_eq!(usage["thoughtsTokenCount"], 8);
         let bad = json!({"contents": [{"role": "model", "parts": [{"text": "x", "thoughtSignature": "QUFB"}]}]});
         assert!(parse(bad.to_string().as_bytes(), "m", false).is_err());
+    }
+
+    #[test]
+    fn every_thinking_spelling() {
+        let with =
+            |config: Value| req(json!({"contents": [], "generationConfig": config})).thinks();
+        assert!(with(json!({"thinkingConfig": {"includeThoughts": true}})));
+        assert!(with(json!({"thinkingConfig": {"include_thoughts": true}})));
+        assert!(with(json!({"thinking_config": {"thinkingBudget": 1}})));
+        assert!(
+            !with(json!({"thinkingConfig": {"thinkingBudget": -1}})),
+            "dynamic is not a request"
+        );
+        assert!(!with(
+            json!({"thinkingConfig": {"includeThoughts": true, "thinking_budget": 0}})
+        ));
+        assert!(!with(json!({})));
+        let reasoner = parse(br#"{"contents": []}"#, "gemini-reasoner", false);
+        assert!(reasoner.is_ok_and(|r| r.thinks()));
+        let off = parse(
+            br#"{"contents": [], "generation_config": {"thinking_config": {"thinking_budget": 0}}}"#,
+            "gemini-reasoner",
+            false,
+        );
+        assert!(off.is_ok_and(|r| !r.thinks()));
+    }
+
+    #[test]
+    fn the_signature_formula_and_where_it_is_checked() {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(signature())
+            .unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&decoded),
+            format!(
+                "sim-gsig:{:016x}",
+                fnv1a("Let me think about this step by step.")
+            )
+        );
+        let body = |sig: &str| {
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "a"}]},
+                {"role": "model", "parts": [{"text": "t", "thought": true, "thought_signature": sig},
+                                             {"functionCall": {"name": "f", "args": {}}, "thoughtSignature": sig}]},
+                {"role": "user", "parts": [{"thoughtSignature": "anything", "text": "b"}]}]})
+            .to_string()
+        };
+        assert!(parse(body(&signature()).as_bytes(), "m", false).is_ok());
+        let e = parse(body("QUFB").as_bytes(), "m", false)
+            .err()
+            .map(|e| e.body());
+        assert_eq!(
+            e,
+            Some(
+                json!({"error": {"code": 400, "message": "Invalid thought signature",
+                                  "status": "INVALID_ARGUMENT"}})
+            )
+        );
+    }
+
+    #[test]
+    fn turns_parts_and_function_responses() {
+        let r = req(
+            json!({"system_instruction": {"parts": [{"text": "a"}, {"text": "b c"}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": "look"}, {"inline_data": {"mime_type": "image/png", "data": "eA=="}},
+                                           {"fileData": {"fileUri": "gs://x y"}}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"q": "x y z"}}}]},
+                {"role": "user", "parts": [
+                    {"functionResponse": {"name": "f", "response": {"temp": 20, "sky": "clear blue"}}},
+                    {"function_response": {"name": "g", "response": {"output": "noon exactly"}}}]}]}),
+        );
+        // system (3+1), user (1+1), model (0+1),
+        // results `{"sky":"clear blue","temp":20}` (2) + `noon exactly` (2), +1
+        assert_eq!(r.prompt_tokens, 4 + 2 + 1 + 5);
+        assert_eq!(r.cached_tokens, 4);
+        assert_eq!(r.last_user, "look");
+        assert_eq!(r.last_tool_result.as_deref(), Some("noon exactly"));
+        assert_eq!(
+            response_text(&json!({"temp": 20, "sky": "clear blue"})),
+            r#"{"sky":"clear blue","temp":20}"#
+        );
+        assert_eq!(response_text(&json!({"n": 1})), r#"{"n":1}"#);
+        assert_eq!(response_text(&json!("bare")), r#""bare""#);
+    }
+
+    #[test]
+    fn tool_config_modes() {
+        let body = |config: Value| {
+            json!({"contents": [{"parts": [{"text": "q"}]}],
+                   "tools": [{"functionDeclarations": [{"name": "a"}, {"name": "b", "parameters_json_schema": {}}]},
+                             {"function_declarations": [{"name": "c"}]}],
+                   "toolConfig": {"functionCallingConfig": config}})
+        };
+        let r = req(body(json!({"mode": "AUTO"})));
+        assert_eq!((r.tool_name.as_deref(), r.tools.len()), (Some("a"), 3));
+        assert_eq!(req(body(json!({"mode": "NONE"}))).tool_name, None);
+        let r = req(body(
+            json!({"mode": "ANY", "allowed_function_names": ["c"]}),
+        ));
+        assert_eq!((r.tool_name.as_deref(), r.tools.len()), (Some("c"), 1));
+        let r = req(body(
+            json!({"mode": "ANY", "allowedFunctionNames": ["c", "b"]}),
+        ));
+        assert_eq!(r.tools, ["b", "c"], "declaration order");
+    }
+
+    fn plain(body: Value) -> Value {
+        let r = req(body);
+        match render(&r, &plan(&r), 4) {
+            (Rendered::Plain(v), Some(u)) => {
+                assert_eq!(v["usageMetadata"], u);
+                v
+            }
+            _ => panic!("expected a plain answer"),
+        }
+    }
+
+    #[test]
+    fn plain_answers() {
+        let v = plain(
+            json!({"systemInstruction": {"parts": [{"text": "be brief"}]},
+            "contents": [{"parts": [{"text": "hello"}]}]}),
+        );
+        assert_eq!(
+            (v["responseId"].as_str(), v["modelVersion"].as_str()),
+            (Some("sim-4"), Some("sim-gemini"))
+        );
+        let c = &v["candidates"][0];
+        assert_eq!(
+            c["content"],
+            json!({"role": "model", "parts": [{"text": reply_words("hello").join(" ")}]})
+        );
+        assert_eq!(
+            (c["finishReason"].as_str(), c["index"].as_u64()),
+            (Some("STOP"), Some(0))
+        );
+        let n = reply_words("hello").len() as u64;
+        assert_eq!(
+            v["usageMetadata"],
+            json!({"promptTokenCount": 3 + 2, "candidatesTokenCount": n,
+                   "totalTokenCount": 5 + n, "cachedContentTokenCount": 3})
+        );
+
+        let v = plain(json!({"contents": [{"parts": [{"text": "hello"}]}],
+                             "generationConfig": {"stopSequences": ["reply"]}}));
+        assert_eq!(
+            v["candidates"][0]["content"]["parts"],
+            json!([{"text": "Simulated"}])
+        );
+        assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+
+        let v = plain(json!({"contents": [{"parts": [{"text": "hello"}]}],
+                             "generationConfig": {"max_output_tokens": 2}}));
+        assert_eq!(v["candidates"][0]["finishReason"], "MAX_TOKENS");
+        assert_eq!(v["usageMetadata"]["candidatesTokenCount"], 2);
+
+        let v = plain(json!({"contents": [{"parts": [{"text": "x [[sim:refuse]]"}]}]}));
+        assert_eq!(
+            v["candidates"][0],
+            json!({"finishReason": "SAFETY", "index": 0})
+        );
+        assert_eq!(v["usageMetadata"]["candidatesTokenCount"], 0);
+
+        let v = plain(
+            json!({"contents": [{"parts": [{"text": "x [[sim:finish=MALFORMED_FUNCTION_CALL]]"}]}]}),
+        );
+        assert_eq!(
+            v["candidates"][0]["finishReason"],
+            "MALFORMED_FUNCTION_CALL"
+        );
+    }
+
+    #[test]
+    fn parallel_function_calls_without_ids_then_the_reply_to_their_results() {
+        let tools = json!([{"functionDeclarations": [{"name": "a"}, {"name": "b"}]}]);
+        let v = plain(
+            json!({"tools": tools, "generationConfig": {"thinkingConfig": {"includeThoughts": true}},
+            "contents": [{"parts": [{"text": "q [[sim:parallel]]"}]}]}),
+        );
+        let parts = &v["candidates"][0]["content"]["parts"];
+        assert_eq!(parts[0]["thought"], true);
+        assert_eq!(
+            parts[1],
+            json!({"functionCall": {"name": "a", "args": {"query": "q"}}, "thoughtSignature": signature()})
+        );
+        assert_eq!(
+            parts[2],
+            json!({"functionCall": {"name": "b", "args": {"query": "q", "index": 1}}})
+        );
+        assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+        let v = plain(json!({"tools": tools, "contents": [
+            {"parts": [{"text": "q"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "a", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "a", "response": {"result": "noon exactly"}}}]}]}));
+        assert_eq!(
+            v["candidates"][0]["content"]["parts"][0]["text"],
+            reply_words("noon exactly").join(" ")
+        );
+    }
+
+    fn stream(body: Value) -> (Vec<Value>, usize) {
+        let r = match parse(body.to_string().as_bytes(), "sim-gemini", true) {
+            Ok(r) => r,
+            Err(e) => panic!("{e:?}"),
+        };
+        let (Rendered::Stream { events, finish_at }, Some(_)) = render(&r, &plan(&r), 2) else {
+            panic!("expected a stream")
+        };
+        assert!(events.iter().all(|e| e.event.is_none()));
+        let values = events
+            .iter()
+            .map(|e| serde_json::from_str(&e.data).unwrap_or(Value::Null))
+            .collect();
+        (values, finish_at)
+    }
+
+    #[test]
+    fn stream_chunks() {
+        let (chunks, finish_at) = stream(json!({"contents": [{"parts": [{"text": "hello"}]}],
+            "generationConfig": {"thinkingConfig": {"includeThoughts": true}, "maxOutputTokens": 10}}));
+        assert_eq!(chunks.len(), 8 + 2 + 1);
+        assert_eq!(finish_at, 10);
+        assert!(chunks
+            .iter()
+            .all(|c| c["responseId"] == "sim-2" && c["modelVersion"] == "sim-gemini"));
+        let part = |i: usize| chunks[i]["candidates"][0]["content"]["parts"][0].clone();
+        assert_eq!(part(0), json!({"text": "Let ", "thought": true}));
+        assert_eq!(
+            part(8),
+            json!({"text": "Simulated ", "thoughtSignature": signature()})
+        );
+        assert_eq!(part(9), json!({"text": "reply"}));
+        assert!(chunks[..10].iter().all(|c| c.get("usageMetadata").is_none()
+            && c["candidates"][0].get("finishReason").is_none()));
+        let last = &chunks[10];
+        assert_eq!(
+            last["candidates"][0],
+            json!({"finishReason": "MAX_TOKENS", "index": 0})
+        );
+        assert_eq!(last["usageMetadata"]["thoughtsTokenCount"], 8);
+        assert_eq!(last["usageMetadata"]["candidatesTokenCount"], 2);
+    }
+
+    #[test]
+    fn a_thinking_stream_without_words_still_carries_the_signature() {
+        let (chunks, finish_at) = stream(json!({"contents": [{"parts": [{"text": "hello"}]}],
+            "generationConfig": {"thinkingConfig": {"includeThoughts": true}, "maxOutputTokens": 3}}));
+        assert_eq!(finish_at, 9);
+        assert_eq!(
+            chunks[8]["candidates"][0]["content"]["parts"][0],
+            json!({"text": "", "thoughtSignature": signature()})
+        );
     }
 }

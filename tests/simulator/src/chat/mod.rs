@@ -1,58 +1,130 @@
-//! `POST /v1/chat/completions`: a deterministic OpenAI-compatible answer.
+//! The chat vendors: OpenAI `POST /v1/chat/completions` ([`openai`]),
+//! Anthropic `POST /v1/messages` ([`anthropic`]) and Gemini
+//! `POST /v1beta/models/{model}:generateContent` / `:streamGenerateContent`
+//! ([`gemini`]). Each protocol reads its body into the same
+//! protocol-neutral facts ([`request`]: turns, options), one pure [`plan`]
+//! decides the answer, and the protocol renders it. The wire details are in
+//! each protocol's module; the rules below hold for all three.
 //!
 //! The gateway's tests compute expected values from these rules, so changing
 //! any of them is a breaking change:
 //!
-//! - **Tokens.** One whitespace-separated word is one token.
-//!   `prompt_tokens` = Σ over all messages of (words(content) + 1). Content
-//!   may be a string, an array of parts (only `{"type":"text","text":..}`
-//!   parts count) or null (0 words). Directives (below) are part of the text
-//!   as sent and so are counted in `prompt_tokens`.
-//! - **Cache.** `prompt_tokens_details.cached_tokens` = the tokens of the
-//!   `system` messages (words + 1 each), 0 without one.
-//! - **Reply.** With `h` = 64-bit FNV-1a of the last user message (directives
-//!   removed), the reply is `Simulated reply to: <its first 8 words>.` padded
-//!   with filler words chosen from `h` to exactly `16 + h % 16` words. Content
-//!   is the words joined by single spaces; one word = one completion token.
-//! - **Reasoning.** Models whose name contains `reason` (any case) first
-//!   produce the 8 words `Let me think about this step by step.` as
-//!   `reasoning_content`, unless the request has `enable_thinking: false`,
-//!   `thinking: {"type":"disabled"}` or `reasoning_effort: "none"`.
-//!   Reasoning words count in `completion_tokens` and in
-//!   `completion_tokens_details.reasoning_tokens`.
-//! - **Budget.** `max_completion_tokens`, else `max_tokens`: reasoning is
-//!   never cut but is subtracted first; content keeps at most
-//!   `max - reasoning` words (possibly 0, giving `content: ""`); when words
-//!   were dropped, `finish_reason` is `length`, else `stop`.
-//! - **Tools.** A non-empty `tools` array with `tool_choice` other than
-//!   `"none"` yields one call to the first tool (or to the function named by
-//!   an object `tool_choice`): id `call_<low 32 bits of h, 8 hex digits>`,
-//!   arguments `{"query":"<last user message>"}` (serde_json compact form),
-//!   `content: null`, `finish_reason: "tool_calls"`; its completion tokens
-//!   are the words of the arguments string (plus reasoning, if any). Tool
-//!   calls are not cut by `max_tokens`.
-//! - **Ids.** `chatcmpl-sim-<n>`, `n` counting chat answers from 1 per server.
-//! - **Streaming.** Role chunk `{"role":"assistant","content":""}`, then one
-//!   chunk per reasoning word, one per content word (each word but the last
-//!   with a trailing space), or for a tool call a header delta and the
-//!   arguments in 3 fragments; then an empty delta with `finish_reason`. With
-//!   `stream_options.include_usage`, every chunk has `"usage": null` and a
-//!   final chunk with `"choices": []` carries the usage. Then `[DONE]`.
+//! - **Turns.** The conversation is a list of turns. The system prompt is a
+//!   turn (OpenAI: each `system` message; Anthropic: `system`; Gemini:
+//!   `systemInstruction`). A turn's text = its text blocks / parts joined by
+//!   single spaces, plus the text of the tool results it carries (OpenAI: a
+//!   `tool` message's content; Anthropic: a `tool_result` block's content
+//!   text; Gemini: a `functionResponse`'s `response` — the value of its only
+//!   member when it has exactly one and that is a string, else its compact
+//!   JSON with keys sorted). Thinking text, images and tool-call arguments
+//!   are not text.
+//! - **Tokens.** One whitespace-separated word is one token. Prompt tokens =
+//!   Σ over all turns (system included) of (words of the turn's text + 1).
+//!   Directives (below) are part of the text as sent and so are counted.
+//! - **Cache.** Cached (read) tokens = the system turns' tokens (words + 1),
+//!   0 without one: OpenAI `prompt_tokens_details.cached_tokens` and Gemini
+//!   `cachedContentTokenCount`, both inside the prompt tokens; Anthropic
+//!   `cache_read_input_tokens`, with `cache_creation_input_tokens` = the
+//!   words of the first user turn's text (no +1) and `input_tokens` =
+//!   prompt − read − creation.
+//! - **Last user message.** The last user turn, unless it only carries tool
+//!   results (OpenAI: the last `user` message, whatever it holds). Its text,
+//!   directives removed, is the *last user message* below.
+//! - **Reply.** With `h` = 64-bit FNV-1a of the subject — the text of the
+//!   last tool result when the last turn carries one (OpenAI: the last
+//!   message is a `tool` message; Anthropic: the last message is a `user`
+//!   message with `tool_result` blocks, the last of them; Gemini: the last
+//!   content has a `functionResponse` part, the last of them), else the last
+//!   user message — the reply is `Simulated reply to: <its first 8 words>.`
+//!   padded with filler words chosen from `h` to exactly `16 + h % 16` words.
+//!   Content is the words joined by single spaces; one word = one output
+//!   token.
+//! - **Reasoning.** Models whose name contains `reason` (any case), and any
+//!   model when the request enables thinking (OpenAI: `reasoning_effort`
+//!   `minimal`/`low`/`medium`/`high`, `enable_thinking: true` or
+//!   `thinking.type: "enabled"`; Anthropic: `thinking.type` `enabled` or
+//!   `adaptive`; Gemini: `thinkingConfig.includeThoughts: true` or
+//!   `thinkingBudget` > 0), first produce the 8 words `Let me think about
+//!   this step by step.` — unless thinking is switched off (OpenAI:
+//!   `enable_thinking: false`, `thinking.type: "disabled"` or
+//!   `reasoning_effort: "none"`; Anthropic: `thinking.type: "disabled"`;
+//!   Gemini: `thinkingBudget: 0`), which wins. Reasoning words are output
+//!   tokens and reasoning tokens.
+//! - **Stop sequences** (OpenAI `stop`, a string or an array; Anthropic
+//!   `stop_sequences`; Gemini `generationConfig.stopSequences`): when a
+//!   reply word equals a stop string exactly, the content is the words
+//!   before the first such word and the finish is "stop sequence".
+//! - **Budget** (OpenAI `max_completion_tokens`, else `max_tokens`;
+//!   Anthropic `max_tokens`, required; Gemini `maxOutputTokens`): reasoning
+//!   is never cut but is subtracted first; content keeps at most
+//!   `max - reasoning` words (possibly 0); when words were dropped the
+//!   finish is "length". Stop sequences apply before the budget.
+//! - **Tools.** Declared tools (OpenAI `tools[].function.name`; Anthropic
+//!   `tools[].name`; Gemini `tools[].functionDeclarations[].name`), unless
+//!   the tool choice forbids them, yield a call to the first tool, or to the
+//!   one the choice forces, instead of text — except when the conversation
+//!   ends with a tool result: then the answer is the reply to it, and no
+//!   tool is called. The call's id hex is the low 32 bits of `h` of the last
+//!   user message as 8 hex digits (OpenAI `call_<hex>`, Anthropic
+//!   `toolu_<hex>`, Gemini no id); its arguments are
+//!   `{"query":"<last user message>"}` (compact JSON); its output tokens are
+//!   the words of the arguments string (plus reasoning). Calls are not cut
+//!   by the budget; the finish is "tools".
+//! - **Parallel calls.** `[[sim:parallel]]` calls every callable tool, in
+//!   declaration order (a forced tool is still called alone). Call 0 is the
+//!   call above; call `i` ≥ 1 has id hex = low 32 bits of FNV-1a of
+//!   `<last user message>#<i>` and arguments `{"index":i,"query":"<last user
+//!   message>"}` (compact, keys sorted). Output tokens: Σ of every call's
+//!   argument words.
+//! - **Refusal.** `[[sim:refuse]]` gives no content and no calls (the
+//!   reasoning stays, when thinking): output tokens 0 + reasoning; the
+//!   finish is "refused".
+//! - **Raw finish.** `[[sim:finish=RAW]]` keeps the answer but reports the
+//!   finish reason RAW verbatim, in any protocol.
+//! - **Finish words.**
+//!
+//!   | finish        | OpenAI           | Anthropic       | Gemini       |
+//!   |---------------|------------------|-----------------|--------------|
+//!   | stop          | `stop`           | `end_turn`      | `STOP`       |
+//!   | length        | `length`         | `max_tokens`    | `MAX_TOKENS` |
+//!   | tools         | `tool_calls`     | `tool_use`      | `STOP`       |
+//!   | stop sequence | `stop`           | `stop_sequence` | `STOP`       |
+//!   | refused       | `content_filter` | `refusal`       | `SAFETY`     |
+//!   | raw           | RAW              | RAW             | RAW          |
+//!
+//! - **Ids.** `n` counts chat answers from 1 per server, across protocols:
+//!   OpenAI `chatcmpl-sim-<n>`, Anthropic `msg_sim_<n>`, Gemini
+//!   `responseId` `sim-<n>`.
+//! - **Streams** carry the same words: one delta per reasoning word and per
+//!   content word (each but the last with a trailing space), tool-call
+//!   arguments in three fragments (Gemini: each call whole), then the
+//!   protocol's finish marker(s).
+//! - **Truncated streams.** `[[sim:truncate]]` (or the queued fault
+//!   `truncate`): a stream ends cleanly after its first event and three more,
+//!   never including the protocol's finish marker (OpenAI: no
+//!   `finish_reason` chunk, no usage chunk, no `[DONE]`; Anthropic: no
+//!   `message_delta` / `message_stop`; Gemini: no chunk with `finishReason`).
+//!   A non-streamed answer is normal.
+//! - **Recorded usage.** The usage an answer reported, in the protocol's own
+//!   shape (OpenAI `usage`; Anthropic the final `usage` with all four
+//!   fields; Gemini `usageMetadata`), is recorded with the request; none for
+//!   errors, faults (cut, truncated, malformed) and OpenAI streams without
+//!   `stream_options.include_usage`.
 //!
 //! Faults and stream-shape directives are described in [`crate::faults`] and
-//! the crate docs.
+//! the crate docs; each protocol answers them in its own error envelope and
+//! stream format.
 
 pub mod anthropic;
+mod deltas;
 pub mod gemini;
-mod plan;
-mod render;
-mod request;
+pub mod openai;
+pub mod plan;
+pub mod request;
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -62,31 +134,53 @@ use serde_json::Value;
 use crate::errors::{ApiError, Dialect};
 use crate::faults::{Fault, Framing};
 use crate::record::ReportedUsage;
-use crate::sse::Out;
-use crate::{sse, SimState};
-use render::Meta;
+use crate::sse::{self, Out};
+use crate::SimState;
 pub use request::ChatRequest;
 
-pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
-    match ChatRequest::parse(&body) {
-        Ok(req) => respond(&state, req, Dialect::OpenAi).await,
-        Err(e) => e.into_response(),
+/// Which protocol answers, and how it delivers a stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    OpenAi,
+    Anthropic,
+    /// `sse: false` is Gemini's streaming without `?alt=sse`: one JSON
+    /// array of the chunks.
+    Gemini {
+        sse: bool,
+    },
+}
+
+impl Wire {
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Wire::OpenAi => Dialect::OpenAi,
+            Wire::Anthropic => Dialect::Anthropic,
+            Wire::Gemini { .. } => Dialect::Gemini,
+        }
     }
 }
 
-/// What one dialect makes of a plan.
+/// What one protocol makes of a plan.
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Rendered {
     Plain(Value),
-    /// Events in order, the protocol's finish marker(s) last.
-    Stream(Vec<Out>),
+    /// Events in order; those from `finish_at` on are the protocol's finish
+    /// marker(s) (and what only comes with them, such as the usage).
+    Stream {
+        events: Vec<Out>,
+        finish_at: usize,
+    },
 }
 
-/// How many events a cut or truncated stream keeps: the first and three more.
+/// How many events a cut or truncated stream keeps: the first and three
+/// more (fewer when the stream is shorter: a cut stream never sends its last
+/// event, a truncated one none of its finish marker).
 const CUT_AFTER: usize = 4;
 
-/// Faults, then the plan, rendered in `dialect`; the reported usage goes on
+/// Faults, then the plan, rendered for `wire`; the reported usage goes on
 /// the response for the record.
-pub(crate) async fn respond(state: &SimState, req: ChatRequest, dialect: Dialect) -> Response {
+pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> Response {
+    let dialect = wire.dialect();
     // A queued fault replaces whatever the prompt's directives asked for.
     let (latency, fault) = match state.faults.pop() {
         Some(Fault::Latency(d)) => (Some(d), None),
@@ -120,41 +214,48 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, dialect: Dialect
                 .in_dialect(dialect)
                 .into_response();
         }
-        Some(Fault::Malformed) => return malformed(state, req.stream, framing),
+        Some(Fault::Malformed) => return malformed(state, req.stream, framing, wire),
         Some(Fault::Cut) => cut = true,
-        Some(Fault::Truncate) => truncate = true,
+        Some(Fault::Truncate) => truncate = req.stream,
     }
 
     let plan = plan::plan(&req);
     let n = state.next_chat_id();
-    let (rendered, usage) = match dialect {
-        Dialect::OpenAi => {
-            let meta = Meta {
-                id: format!("chatcmpl-sim-{n}"),
-                created: unix_now(),
-                model: req.model.clone(),
-            };
-            let usage = render::usage(&plan.usage);
-            let rendered = if req.stream {
-                let mut events: Vec<Out> = render::chunks(&meta, &plan, req.include_usage)
-                    .iter()
-                    .map(|c| Out::data(c.to_string()))
-                    .collect();
-                events.push(Out::data("[DONE]"));
-                Rendered::Stream(events)
+    let (rendered, mut usage) = match wire {
+        Wire::OpenAi => openai::render(&req, &plan, n),
+        Wire::Anthropic => anthropic::render(&req, &plan, n),
+        Wire::Gemini { .. } => gemini::render(&req, &plan, n),
+    };
+    if cut || truncate {
+        // The usage never reaches the client.
+        usage = None;
+    }
+    let rendered = match rendered {
+        Rendered::Stream {
+            mut events,
+            finish_at,
+        } => {
+            if truncate {
+                events.truncate(CUT_AFTER.min(finish_at));
+            } else if cut {
+                // Never the last event, however short the stream.
+                events.truncate(CUT_AFTER.min(events.len().saturating_sub(1)));
+            }
+            if wire == (Wire::Gemini { sse: false }) {
+                Rendered::Plain(Value::Array(
+                    events
+                        .iter()
+                        .filter_map(|e| serde_json::from_str(&e.data).ok())
+                        .collect(),
+                ))
             } else {
-                Rendered::Plain(render::completion(&meta, &plan))
-            };
-            (rendered, usage)
+                Rendered::Stream { events, finish_at }
+            }
         }
-        Dialect::Anthropic => anthropic::render(&req, &plan, n),
-        Dialect::Gemini => gemini::render(&req, &plan, n),
+        plain => plain,
     };
     let mut resp = match rendered {
-        Rendered::Stream(mut events) => {
-            if cut || truncate {
-                events.truncate(CUT_AFTER);
-            }
+        Rendered::Stream { events, .. } => {
             let pieces = sse::frame_events(&events, framing);
             event_stream(sse::paced(
                 pieces,
@@ -170,11 +271,15 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, dialect: Dialect
         }
         Rendered::Plain(body) => Json(body).into_response(),
     };
-    resp.extensions_mut().insert(ReportedUsage(usage));
+    if let Some(usage) = usage {
+        resp.extensions_mut().insert(ReportedUsage(usage));
+    }
     resp
 }
 
-/// "The account is out of money", as each vendor says it.
+/// "The account is out of money", as each vendor says it: OpenAI 429
+/// `insufficient_quota`, Anthropic 400 about the credit balance, Gemini 429
+/// `RESOURCE_EXHAUSTED` about the quota.
 fn quota_error(dialect: Dialect) -> ApiError {
     match dialect {
         Dialect::OpenAi => ApiError::insufficient_quota(StatusCode::TOO_MANY_REQUESTS),
@@ -193,17 +298,33 @@ fn quota_error(dialect: Dialect) -> ApiError {
     }
 }
 
-fn malformed(state: &SimState, stream: bool, framing: Framing) -> Response {
-    if stream {
-        let payloads = ["{not json".to_owned(), "[DONE]".to_owned()];
+/// A 200 whose body breaks mid-JSON, in the protocol's own framing: OpenAI
+/// `data: {not json` then `[DONE]`; Anthropic a `message_start` event with
+/// `{not json` then `message_stop`; Gemini `data: {not json` alone.
+fn malformed(state: &SimState, stream: bool, framing: Framing, wire: Wire) -> Response {
+    let events = match wire {
+        Wire::OpenAi => vec![Out::data("{not json"), Out::data("[DONE]")],
+        Wire::Anthropic => vec![
+            Out::named("message_start", "{not json"),
+            Out::named("message_stop", r#"{"type":"message_stop"}"#),
+        ],
+        Wire::Gemini { .. } => vec![Out::data("{not json")],
+    };
+    let plain = match wire {
+        Wire::OpenAi => r#"{"id":"chatcmpl-broken","choices":["#,
+        Wire::Anthropic => r#"{"id":"msg_broken","type":"message","content":["#,
+        Wire::Gemini { sse: false } if stream => r#"[{"candidates":["#,
+        Wire::Gemini { .. } => r#"{"candidates":["#,
+    };
+    if stream && wire != (Wire::Gemini { sse: false }) {
         event_stream(sse::paced(
-            sse::frame(&payloads, framing),
+            sse::frame_events(&events, framing),
             None,
             false,
             state.shutdown.clone(),
         ))
     } else {
-        json_response(Body::from(r#"{"id":"chatcmpl-broken","choices":["#))
+        json_response(Body::from(plain))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::request::ChatRequest;
+use super::request::{canonical_json, ChatRequest};
 use crate::tokens::{count_words, fnv1a, reply_words, REASONING};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,30 +74,28 @@ pub struct Plan {
     pub usage: Usage,
 }
 
-/// One call's arguments: `{"query": last user}`, plus `"index": i` for the
-/// second and later calls of a parallel answer.
+/// The `i`-th call of an answer (0-based). Call 0: id hex from
+/// fnv1a(last user), arguments `{"query":<last user>}`; call i ≥ 1: id hex
+/// from fnv1a(last user + "#" + i), arguments `{"index":i,"query":<last
+/// user>}` (canonical: compact, keys sorted).
 fn call(req: &ChatRequest, name: &str, i: usize) -> ToolCall {
     let (seed, arguments) = if i == 0 {
-        (
-            req.last_user.clone(),
-            json!({ "query": req.last_user }).to_string(),
-        )
+        (req.last_user.clone(), json!({ "query": req.last_user }))
     } else {
         (
             format!("{}#{i}", req.last_user),
-            json!({ "query": req.last_user, "index": i }).to_string(),
+            json!({ "query": req.last_user, "index": i }),
         )
     };
     ToolCall {
         hex: format!("{:08x}", fnv1a(&seed) as u32),
         name: name.to_owned(),
-        arguments,
+        arguments: canonical_json(&arguments),
     }
 }
 
 pub fn plan(req: &ChatRequest) -> Plan {
-    let thinks = (req.is_reasoning_model() || req.thinking_enabled) && !req.thinking_disabled;
-    let reasoning: Vec<String> = if thinks {
+    let reasoning: Vec<String> = if req.thinks() {
         REASONING.iter().map(|w| (*w).to_owned()).collect()
     } else {
         Vec::new()
@@ -319,5 +317,80 @@ mod tests {
         let p = plan_for(json!({"model": "sim-chat", "reasoning_effort": "low",
             "messages": [{"role": "user", "content": MSG}]}));
         assert_eq!(p.reasoning.len(), 8);
+    }
+
+    #[test]
+    fn call_zero_keeps_the_single_call_id_and_a_forced_tool_stays_alone() {
+        let mut body = tools_body("x y [[sim:parallel]]");
+        let single = plan_for(tools_body("x y"));
+        let p = plan_for(body.clone());
+        let (Answer::Tools(one), Answer::Tools(many)) = (single.answer, p.answer) else {
+            panic!("expected tool calls")
+        };
+        assert_eq!(one[0], many[0]);
+        assert_eq!(one[0].hex, format!("{:08x}", fnv1a("x y") as u32));
+        body["tool_choice"] = json!({"type": "function", "function": {"name": "b"}});
+        let Answer::Tools(forced) = plan_for(body).answer else {
+            panic!("expected a tool call")
+        };
+        assert_eq!(forced.len(), 1);
+        assert_eq!(
+            (forced[0].name.as_str(), forced[0].arguments.as_str()),
+            ("b", r#"{"query":"x y"}"#)
+        );
+        // Two calls: 2 + 2 argument words.
+        assert_eq!(p.usage.completion, 4);
+    }
+
+    #[test]
+    fn a_tool_result_reply_is_shaped_like_any_reply() {
+        let mut body = tools_body("x");
+        body["max_tokens"] = json!(4);
+        body["stop"] = json!("zzz");
+        if let Some(m) = body["messages"].as_array_mut() {
+            m.push(json!({"role": "tool", "tool_call_id": "c", "content": "noon exactly"}));
+        }
+        let p = plan_for(body);
+        assert_eq!(p.finish, Finish::Length);
+        assert_eq!(
+            p.answer,
+            Answer::Text(
+                ["Simulated", "reply", "to:", "noon"]
+                    .map(String::from)
+                    .to_vec()
+            )
+        );
+    }
+
+    #[test]
+    fn stop_sequences_come_before_the_budget() {
+        let ask = |stop: Value, max: Value| {
+            plan_for(json!({"stop": stop, "max_tokens": max,
+                "messages": [{"role": "user", "content": "a b c d e"}]}))
+        };
+        // "c" is word 6 of the reply: the stop cuts at 5, within a budget of 9.
+        let p = ask(json!(["nope", "c"]), json!(9));
+        assert_eq!(p.finish, Finish::StopSequence("c".into()));
+        assert_eq!(p.usage.completion, 5);
+        // A budget below the stop still says length.
+        let p = ask(json!("c"), json!(2));
+        assert_eq!((p.finish, p.usage.completion), (Finish::Length, 2));
+        // Only whole words match.
+        let p = ask(json!("Simul"), json!(null));
+        assert_eq!(p.finish, Finish::Stop);
+    }
+
+    #[test]
+    fn refusals_win_over_tools_and_keep_the_reasoning() {
+        let mut body = tools_body("x [[sim:refuse]]");
+        body["model"] = json!("sim-reasoner");
+        let p = plan_for(body);
+        assert_eq!((p.answer, p.finish), (Answer::Refused, Finish::Refused));
+        assert_eq!(p.reasoning.len(), 8);
+        assert_eq!((p.usage.completion, p.usage.reasoning), (8, 8));
+        let p = plan_for(tools_body("x [[sim:finish=pause_turn]]"));
+        assert!(matches!(p.answer, Answer::Tools(_)));
+        assert_eq!(p.finish, Finish::Raw("pause_turn".into()));
+        assert_eq!(p.finish.openai(), "pause_turn");
     }
 }

@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::plan::{Answer, Plan, Usage};
+use crate::chat::deltas::{spaced, thirds};
+use crate::chat::plan::{Answer, Plan, Usage};
 
 /// What stays the same across every chunk of one answer.
 #[derive(Clone, Debug)]
@@ -120,28 +121,6 @@ pub fn chunks(meta: &Meta, plan: &Plan, include_usage: bool) -> Vec<Value> {
         out.push(last);
     }
     out
-}
-
-/// Words with a trailing space on all but the last, so concatenating the
-/// deltas gives back the space-joined text.
-pub fn spaced(words: &[String]) -> impl Iterator<Item = String> + '_ {
-    let last = words.len().saturating_sub(1);
-    words
-        .iter()
-        .enumerate()
-        .map(move |(i, w)| if i < last { format!("{w} ") } else { w.clone() })
-}
-
-/// Splits on char boundaries into up to three non-empty pieces.
-pub fn thirds(s: &str) -> Vec<&str> {
-    let chars: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
-    let n = chars.len();
-    let cut = |k: usize| chars.get(n * k / 3).copied().unwrap_or(s.len());
-    let (a, b) = (cut(1), cut(2));
-    [&s[..a], &s[a..b], &s[b..]]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect()
 }
 
 #[cfg(test)]
