@@ -105,7 +105,9 @@ pub static ANTHROPIC_MESSAGES: ClientProtocol = ClientProtocol {
 pub static GEMINI: ClientProtocol = ClientProtocol {
     protocol: Protocol::Gemini,
     name: "gemini",
-    routes: &["/v1beta/models/{model_action}"],
+    // `v1beta` is what the Gemini API serves these under; the google-genai
+    // SDK's newer releases default to `v1`, which is served the same.
+    routes: &["/v1beta/models/{model_action}", "/v1/models/{model_action}"],
     keys: &[KeyPlace::XGoogApiKey, KeyPlace::QueryKey, KeyPlace::Bearer],
     envelope: Envelope::Gemini,
     read_head: gemini_head,
@@ -167,14 +169,17 @@ pub fn surface(path: &str) -> Surface {
     DEFAULT_SURFACE
 }
 
-/// Whether an axum route pattern (`/a/{param}/b`) matches a path.
+/// Whether an axum route pattern (`/a/{param}/b`) matches a path. A
+/// `{model_action}` parameter matches only a Gemini action, `{model}:{verb}`:
+/// `/v1/models/gpt-4o` is OpenAI's model retrieval, not a Gemini call.
 fn route_matches(pattern: &str, path: &str) -> bool {
     let mut pat = pattern.split('/');
     let mut got = path.split('/');
     loop {
         match (pat.next(), got.next()) {
             (None, None) => return true,
-            (Some(p), Some(g)) if p.starts_with('{') && !g.is_empty() => {}
+            (Some("{model_action}"), Some(g)) if g.contains(':') => {}
+            (Some(p), Some(g)) if p.starts_with('{') && p != "{model_action}" && !g.is_empty() => {}
             (Some(p), Some(g)) if p == g => {}
             _ => return false,
         }
@@ -432,7 +437,18 @@ mod tests {
             p("/v1beta/models/gemini-2.5-flash:generateContent"),
             Some("gemini")
         );
+        assert_eq!(
+            p("/v1/models/gemini-2.5-flash:streamGenerateContent"),
+            Some("gemini")
+        );
         assert_eq!(p("/v1/models"), None);
+        // OpenAI's model retrieval shares the `/v1/models/` prefix.
+        assert_eq!(p("/v1/models/gpt-4o"), None);
+        assert_eq!(surface("/v1/models/gpt-4o").envelope, Envelope::OpenAi);
+        assert_eq!(
+            surface("/v1beta/models/gemini-2.5-flash").envelope,
+            Envelope::Gemini
+        );
         assert_eq!(surface("/v1beta/models").envelope, Envelope::Gemini);
         assert_eq!(surface("/v1/videos").envelope, Envelope::OpenAi);
         assert_eq!(

@@ -151,3 +151,11 @@ def test_models_list(client: OpenAI):
     ids = [m.id for m in client.models.list()]
     assert "gpt-4o-mini" in ids
     assert "deepseek-reasoner" in ids
+
+
+def test_models_retrieve(client: OpenAI):
+    m = client.models.retrieve("gpt-4o-mini")
+    assert (m.id, m.object) == ("gpt-4o-mini", "model")
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("no-such-model")
+    assert error_object(info.value).get("code") == "model_not_found"

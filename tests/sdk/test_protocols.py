@@ -258,6 +258,17 @@ def test_google_genai_function_call_and_thinking(genai_client, gateway, model):
     check_charge(gateway, model)
 
 
+def test_google_genai_default_api_version_lands_too(gateway):
+    # Newer google-genai releases default to `v1` rather than `v1beta`.
+    c = genai.Client(
+        api_key=gateway.api_key,
+        http_options=gtypes.HttpOptions(base_url=gateway.root_url, client_args={"trust_env": False}),
+    )
+    r = c.models.generate_content(model="gemini-2.5-flash", contents=QUESTION)
+    assert r.text.startswith(f"Simulated reply to: {QUESTION}.")
+    check_charge(gateway, "gemini-2.5-flash")
+
+
 def test_google_genai_lists_the_text_models(genai_client):
     names = [m.name for m in genai_client.models.list()]
     for model in MODELS:

@@ -46,6 +46,8 @@ pub fn public_router(state: SharedState) -> Router {
         .route("/v1beta/models", get(models::gemini_list))
         .route(crate::protocol::GEMINI.routes[0], get(models::gemini_get))
         .route("/v1/models", get(models::list))
+        // Same pattern as Gemini's `/v1/models/{model}:{action}` (POST).
+        .route(crate::protocol::GEMINI.routes[1], get(models::retrieve))
         .route(
             "/v1/dashboard/billing/subscription",
             get(dashboard::subscription),

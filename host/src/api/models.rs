@@ -1,4 +1,5 @@
-//! The model lists: `GET /v1/models` (spec §4.1) in OpenAI's shape, and
+//! The model lists: `GET /v1/models` (spec §4.1) and `GET /v1/models/{model}`
+//! in OpenAI's shape, and
 //! `GET /v1beta/models` / `GET /v1beta/models/{model}` in Gemini's, for the
 //! Google SDK's `models.list()` and `models.get()`.
 
@@ -34,6 +35,20 @@ pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Valu
         .map(|(id, owner)| json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }))
         .collect();
     Json(json!({ "object": "list", "data": data }))
+}
+
+/// `GET /v1/models/{model}`: the openai SDK's `models.retrieve()`.
+pub async fn retrieve(
+    State(state): State<SharedState>,
+    caller: Caller,
+    Path(model): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    enabled(&state, &caller)
+        .find(|(id, _)| *id == model)
+        .map(|(id, owner)| {
+            Json(json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }))
+        })
+        .ok_or(ApiError::ModelNotFound(model))
 }
 
 fn gemini_model(id: &str) -> Value {

@@ -22,9 +22,11 @@ pub async fn call(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // A text route whose path is not a call (`POST /v1/models/gpt-4o`, which
+    // shares its pattern with Gemini's `/v1/models/{model}:{action}`).
     let protocol = surface
         .protocol
-        .ok_or_else(|| ApiError::internal(format!("{} has no text protocol", uri.path())))?;
+        .ok_or_else(|| ApiError::NotFound(format!("no such endpoint: POST {}", uri.path())))?;
     let head = protocol.head(&body, uri.path())?;
     if protocol.protocol == crate::plugins::bindings::types::Protocol::Gemini
         && head.stream
