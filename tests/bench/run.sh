@@ -8,7 +8,8 @@
 # target/bench/latest.jsonl, the two processes' logs to target/bench/*.log.
 #
 # Env knobs: BENCH_DURATION (measured seconds per run, default 10),
-# BENCH_WARMUP (seconds, default 2), BENCH_CONCURRENCY (default "1 32").
+# BENCH_WARMUP (seconds, default 2), BENCH_CONCURRENCY (default "1 32"),
+# BENCH_CROSS (0 skips the cross-protocol cell: Anthropic client, OpenAI vendor).
 #
 # loadgen, the simulator and the gateway share the machine's cores, so the
 # absolute numbers are modest; the gateway/direct ratio is what to compare.
@@ -178,16 +179,40 @@ count() {
     COUNTERS+=("$!")
 }
 
-# run LABEL URL KEY MODEL CONCURRENCY: one loadgen run, its JSON line appended to $OUT.
+# cpu PID FILE: the CPU time (user + system clock ticks, from /proc) PID
+# uses during the measured window, written as "ticks ticks_per_second".
+TICKS=$(getconf CLK_TCK 2>/dev/null || echo 100)
+cpu_ticks() {
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
+    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+cpu() {
+    (
+        sleep "$WARMUP"
+        a=$(cpu_ticks "$1")
+        sleep "$DURATION"
+        b=$(cpu_ticks "$1")
+        echo "$((b - a)) $TICKS" >"$2"
+    ) >/dev/null 2>&1 &
+    COUNTERS+=("$!")
+}
+
+# run LABEL URL KEY MODEL CONCURRENCY [PROTOCOL]: one loadgen run, its JSON
+# line appended to $OUT.
 run() {
-    local label="$1" url="$2" key="$3" model="$4" c="$5" out status=0 json
+    local label="$1" url="$2" key="$3" model="$4" c="$5" proto="${6:-openai-chat}" out status=0 json
     say "running $label ..."
     COUNTERS=()
     count "$GW_PID" "$TMP/$label.gw.instr"
     count "$SIM_PID" "$TMP/$label.sim.instr"
+    cpu "$GW_PID" "$TMP/$label.gw.cpu"
+    cpu "$SIM_PID" "$TMP/$label.sim.cpu"
     # In the background so that a signal's trap runs at once, not after the run.
+    local proto_args=()
+    [[ "$proto" == openai-chat ]] || proto_args=(--protocol "$proto")
     timeout "$RUN_TIMEOUT" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
         --concurrency "$c" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$label" \
+        "${proto_args[@]}" \
         >"$TMP/loadgen.out" &
     LOADGEN_PID=$!
     wait "$LOADGEN_PID" || status=$?
@@ -201,10 +226,16 @@ run() {
     for p in "${COUNTERS[@]}"; do
         wait "$p" 2>/dev/null || true
     done
-    if [[ -n "$PERF" && "$json" == \{* ]]; then
-        json=$(python3 - "$json" "$TMP/$label.gw.instr" "$TMP/$label.sim.instr" <<'PY'
+    if [[ "$json" == \{* ]]; then
+        json=$(python3 - "$json" "$TMP/$label.gw.instr" "$TMP/$label.sim.instr" "$TMP/$label.gw.cpu" "$TMP/$label.sim.cpu" <<'PY'
 import json, sys
 r = json.loads(sys.argv[1])
+def cpu_us(path):
+    try:
+        ticks, hz = open(path).read().split()
+        return int(ticks) * 1_000_000 / int(hz)
+    except (OSError, ValueError):
+        return None
 def count(path):
     try:
         for line in open(path):
@@ -219,6 +250,10 @@ for key, path in (("gateway_instr_per_req", sys.argv[2]), ("sim_instr_per_req", 
     c = count(path)
     if c is not None and n:
         r[key] = round(c / n)
+for key, path in (("gateway_cpu_us_per_req", sys.argv[4]), ("sim_cpu_us_per_req", sys.argv[5])):
+    c = cpu_us(path)
+    if c is not None and n:
+        r[key] = round(c / n, 1)
 print(json.dumps(r))
 PY
 )
@@ -241,6 +276,11 @@ PY
 for c in $CONCURRENCY; do
     run "direct-c$c" "$SIM_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$c"
     run "gateway-c$c" "$GW_URL/v1/chat/completions" "$TOKEN" gpt-4o-mini "$c"
+    # A cross-protocol cell: an Anthropic client, the OpenAI vendor (request,
+    # answer and usage translated through the canonical form).
+    if [[ "${BENCH_CROSS:-1}" != 0 ]]; then
+        run "cross-c$c" "$GW_URL/v1/messages" "$TOKEN" gpt-4o-mini "$c" anthropic-messages
+    fi
 done
 
 # --- table -----------------------------------------------------------------------
@@ -282,6 +322,33 @@ if any("gateway_instr_per_req" in g for _, _, g in instr):
         gw = g.get("gateway_instr_per_req")
         if up and gw:
             print(f"  c={c}: upstream simulator alone {up:,}; gateway {gw:,} ({gw / up:.1f}x the upstream's own work)")
+    print()
+cpu = [(c, rows.get(f"direct-c{c}", {}), rows.get(f"gateway-c{c}", {}), rows.get(f"cross-c{c}", {})) for c in sys.argv[2].split()]
+if any("gateway_cpu_us_per_req" in g for _, _, g, _ in cpu):
+    print("CPU time per request (user + system, /proc; coarse but available everywhere):")
+    for c, d, g, x in cpu:
+        parts = []
+        if d.get("sim_cpu_us_per_req") is not None:
+            parts.append(f"simulator alone {d['sim_cpu_us_per_req']} µs")
+        if g.get("gateway_cpu_us_per_req") is not None:
+            parts.append(f"gateway passthrough {g['gateway_cpu_us_per_req']} µs")
+        if x.get("gateway_cpu_us_per_req") is not None:
+            parts.append(f"gateway cross-protocol {x['gateway_cpu_us_per_req']} µs")
+        print(f"  c={c}: " + "; ".join(parts))
+    print()
+cross = [(c, rows.get(f"gateway-c{c}", {}), rows.get(f"cross-c{c}", {})) for c in sys.argv[2].split()]
+if any(x for _, _, x in cross):
+    print("cross-protocol cell (Anthropic client -> OpenAI vendor) beside the passthrough (OpenAI -> OpenAI):")
+    for c, g, x in cross:
+        if not g or not x:
+            print(f"  c={c}: (missing run)")
+            continue
+        line = (f"  c={c}: passthrough {g['rps']:.1f} rps p50 {g['p50_us']} µs; "
+                f"cross {x['rps']:.1f} rps p50 {x['p50_us']} µs ({x['rps'] / g['rps']:.2f} of the passthrough's rate)")
+        gi, xi = g.get("gateway_instr_per_req"), x.get("gateway_instr_per_req")
+        if gi and xi:
+            line += f"; gateway instructions/request {gi:,} vs {xi:,} (+{(xi - gi) / gi:.0%})"
+        print(line)
     print()
 EOF
 say "raw results: ${OUT#"$ROOT/"}; logs: ${SIM_LOG#"$ROOT/"}, ${GW_LOG#"$ROOT/"}"

@@ -1,7 +1,16 @@
 //! Command line. The limits keep a mistyped run from loading the machine
 //! (which others share) for long.
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+
+/// The client protocol the requests are written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Protocol {
+    /// `POST .../chat/completions` bodies.
+    OpenaiChat,
+    /// `POST .../messages` bodies, with `anthropic-version`.
+    AnthropicMessages,
+}
 
 #[derive(Clone, Debug, Parser)]
 #[command(
@@ -29,6 +38,9 @@ pub struct Args {
     /// Names the run in the output (e.g. `direct`, `gateway`).
     #[arg(long, default_value = "run")]
     pub label: String,
+    /// The protocol of the request bodies (the URL must match it).
+    #[arg(long, value_enum, default_value_t = Protocol::OpenaiChat)]
+    pub protocol: Protocol,
 }
 
 #[cfg(test)]
@@ -60,6 +72,9 @@ mod tests {
             ),
             (16, 10, 2, "sim-chat", "run")
         );
+        assert_eq!(a.protocol, Protocol::OpenaiChat);
+        let a = parse(&["--protocol", "anthropic-messages"]).expect("parse");
+        assert_eq!(a.protocol, Protocol::AnthropicMessages);
     }
 
     #[test]

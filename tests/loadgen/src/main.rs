@@ -20,7 +20,7 @@ use clap::Parser as _;
 use hyper::header::HeaderValue;
 use tokio::time::Instant;
 
-use args::Args;
+use args::{Args, Protocol};
 use stats::{Report, Tally};
 use worker::Job;
 
@@ -41,11 +41,19 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<Report> {
     let target = target::resolve(&args.url).await?;
+    // The same question in either protocol (both bodies carry max_tokens).
     let body = serde_json::json!({
         "model": args.model,
         "messages": [{"role": "user", "content": "hello from the load generator"}],
         "max_tokens": 16,
     });
+    let extra_headers = match args.protocol {
+        Protocol::OpenaiChat => Vec::new(),
+        Protocol::AnthropicMessages => vec![(
+            hyper::header::HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static("2023-06-01"),
+        )],
+    };
     let start = Instant::now();
     let record_from = start + Duration::from_secs(args.warmup_secs);
     let stop_at = record_from + Duration::from_secs(args.duration_secs);
@@ -55,6 +63,7 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         body: Bytes::from(body.to_string()),
         auth: HeaderValue::from_str(&format!("Bearer {}", args.key))
             .context("--key is not a valid header value")?,
+        extra_headers,
         record_from,
         stop_at,
         give_up_at: stop_at + GRACE,

@@ -23,6 +23,8 @@ pub struct Job {
     pub body: Bytes,
     pub auth: HeaderValue,
     pub host: HeaderValue,
+    /// Headers the protocol needs beside the key (`anthropic-version`).
+    pub extra_headers: Vec<(hyper::header::HeaderName, HeaderValue)>,
     /// Requests started before this are warm-up and not recorded.
     pub record_from: Instant,
     /// No request is started at or after this.
@@ -116,13 +118,16 @@ async fn connect(target: &Target) -> anyhow::Result<SendRequest<Full<Bytes>>> {
 
 /// Sends one request and reads the whole response body; returns the status.
 async fn exchange(sender: &mut SendRequest<Full<Bytes>>, job: &Job) -> anyhow::Result<u16> {
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(Method::POST)
         .uri(job.target.path.as_str())
         .header(HOST, job.host.clone())
         .header(CONTENT_TYPE, "application/json")
-        .header(AUTHORIZATION, job.auth.clone())
-        .body(Full::new(job.body.clone()))?;
+        .header(AUTHORIZATION, job.auth.clone());
+    for (name, value) in &job.extra_headers {
+        req = req.header(name, value);
+    }
+    let req = req.body(Full::new(job.body.clone()))?;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
     // Reading to the end is part of the latency and keeps the connection
