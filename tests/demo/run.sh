@@ -242,7 +242,9 @@ cat <<EOF
    base URL   $BASE/v1
    API key    in $REL_DEMO/api-key   (admin API: $ADMIN_URL, simulator: $SIM_URL)
    logs       $REL_DEMO/gateway.log, $REL_DEMO/simulator.log
-   models     gpt-4o-mini, deepseek-reasoner (answers carry reasoning_content), qwen-plus;
+   models     gpt-4o-mini (OpenAI adapter), claude-sonnet-4-5 (Anthropic adapter),
+              gemini-2.5-flash (Gemini adapter), deepseek-reasoner (reasoning_content), qwen-plus;
+              any client protocol reaches any of them;
               video: video-fast, video-quality, video-pro (demo tasks take ~20 s)
 
  Chat:
@@ -271,6 +273,22 @@ cat <<EOF
    print(resp.choices[0].message.content)
    print(resp.usage)
    PY
+
+ Anthropic protocol (root URL; any model, here one behind the Gemini adapter):
+
+   curl -s $BASE/v1/messages -H "x-api-key: $API_KEY" -H "anthropic-version: 2023-06-01" \\
+     -H "Content-Type: application/json" \\
+     -d '{"model": "gemini-2.5-flash", "max_tokens": 256, "messages": [{"role": "user", "content": "Hello!"}]}'
+
+ Gemini protocol (root URL, v1beta; here a model behind the Anthropic adapter):
+
+   curl -s "$BASE/v1beta/models/claude-sonnet-4-5:generateContent" -H "x-goog-api-key: $API_KEY" \\
+     -H "Content-Type: application/json" -d '{"contents": [{"parts": [{"text": "Hello!"}]}]}'
+
+ OpenAI Responses, streamed:
+
+   curl -sN $BASE/v1/responses -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "claude-sonnet-4-5", "input": "Hello!", "stream": true}'
 
  Video (submit, poll until "completed", download):
 

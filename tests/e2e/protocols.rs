@@ -308,12 +308,17 @@ async fn a_vendors_retry_after_reaches_every_client() {
                 .await
                 .unwrap();
             assert_eq!(
-                resp.headers().get("retry-after").map(|v| v.to_str().unwrap()),
+                resp.headers()
+                    .get("retry-after")
+                    .map(|v| v.to_str().unwrap()),
                 Some("7"),
                 "{client:?} → {model}"
             );
             let err = enveloped(client, resp, 429).await;
-            if matches!(client, Client::Chat | Client::Completions | Client::Responses) {
+            if matches!(
+                client,
+                Client::Chat | Client::Completions | Client::Responses
+            ) {
                 assert_eq!(err["code"], "upstream_rate_limited");
             }
         }
@@ -331,7 +336,11 @@ async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
             let ask = Ask::new(model, "tell me a story [[sim:truncate]]").streamed(true);
             let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
             assert_eq!(a.status, 200);
-            assert!(a.error.is_some(), "{client:?} → {model}: ends with an error event: {:?}", a.events);
+            assert!(
+                a.error.is_some(),
+                "{client:?} → {model}: ends with an error event: {:?}",
+                a.events
+            );
             assert!(
                 !a.events.iter().any(|(n, d)| d == "[DONE]"
                     || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
@@ -340,8 +349,14 @@ async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
                 a.events
             );
             let row = crate::billing::usage_row(&env, &a.request_id).await;
-            assert_eq!(row["status"], 502, "{client:?} → {model}: recorded as failed: {row}");
-            assert!(row["error"].as_str().unwrap().contains("before the answer was complete"));
+            assert_eq!(
+                row["status"], 502,
+                "{client:?} → {model}: recorded as failed: {row}"
+            );
+            assert!(row["error"]
+                .as_str()
+                .unwrap()
+                .contains("before the answer was complete"));
         }
     }
     let (balance, sum) = env.balance(&account).await;

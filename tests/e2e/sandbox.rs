@@ -236,3 +236,59 @@ async fn a_component_built_for_the_old_contract_is_refused_naming_both_versions(
         .ends_with("old-contract.wasm"));
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_template_adapter_dropped_into_a_running_gateway_serves_its_channel() {
+    let env = Env::with(Setup {
+        extra: r#"
+[[channels]]
+name = "acme"
+adapter = "template"
+base_url = "{SIM_URL}"
+key = "env:E2E_SIM_KEY"
+models = ["acme-chat"]
+model_map = { "acme-chat" = "sim-chat" }
+options = { tenant = "acme-corp" }
+
+[[models]]
+name = "acme-chat"
+input_price = "1"
+output_price = "1"
+"#
+        .into(),
+        ..Setup::default()
+    })
+    .await;
+    let key = env.key().await;
+    let (code, _) = envelope(env.chat(&key, user("acme-chat", "hi")).await, 503).await;
+    assert_eq!(code, "no_available_channel", "not loaded yet");
+    std::fs::copy(
+        component("examples", "template"),
+        env.dir.path().join("adapters/template.wasm"),
+    )
+    .unwrap();
+    let (status, _) = env
+        .admin(reqwest::Method::POST, "/admin/v1/plugins/reload", None)
+        .await;
+    assert_eq!(status, 200);
+    // Every client protocol now reaches the new vendor.
+    let resp = env.chat(&key, user("acme-chat", "hi")).await;
+    assert_eq!(resp.status(), 200);
+    let sent = env.sim.requests().pop().unwrap();
+    assert_eq!(
+        sent.header("x-tenant"),
+        Some("acme-corp"),
+        "the channel option became a header"
+    );
+    let messages = crate::common::protocols::Client::Messages
+        .ask(
+            &env.http,
+            &env.url(""),
+            &key,
+            &crate::common::protocols::Ask::new("acme-chat", "hello"),
+        )
+        .await;
+    assert_eq!(messages.status, 200);
+    assert!(messages.text.starts_with("Simulated reply to: hello."));
+    env.stop().await;
+}
