@@ -13,7 +13,7 @@ RELEASE     := target/release
 WASM_OUT    := target/$(WASM_TARGET)/release
 
 # guest crate -> file name in the plugin folders
-ADAPTERS    := openai-adapter:openai anthropic-adapter:anthropic gemini-adapter:gemini genvideo-adapter:genvideo
+ADAPTERS    := openai-adapter:openai anthropic-adapter:anthropic gemini-adapter:gemini rerank-adapter:rerank genvideo-adapter:genvideo
 POLICIES    := drop-sampling-policy:drop-sampling keep-thinking-policy:keep-thinking
 TEST_GUESTS := misbehave-guest:misbehave old-contract-guest:old-contract
 # Starting points for adapter authors (built and tested, not loaded by the demo).
@@ -61,7 +61,8 @@ test: build test-rust test-adapters test-sdk
 
 # Every adapter against its recorded fixtures (`gateway adapter test`).
 FIXTURED := $(BUILD)/adapters/openai:adapters/openai $(BUILD)/adapters/anthropic:adapters/anthropic \
-            $(BUILD)/adapters/gemini:adapters/gemini $(BUILD)/examples/template:adapters/template
+            $(BUILD)/adapters/gemini:adapters/gemini $(BUILD)/adapters/rerank:adapters/rerank \
+            $(BUILD)/examples/template:adapters/template
 test-adapters: build
 	@set -e; $(foreach f,$(FIXTURED),$(RELEASE)/gateway adapter test $(word 1,$(subst :, ,$(f))).wasm $(word 2,$(subst :, ,$(f)))/fixtures;)
 

@@ -45,7 +45,7 @@ use crate::config::PluginConfig;
 use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting, SseEvent};
 use crate::plugins::registry::{load_adapter, AdapterPlugin};
 use crate::plugins::sandbox::Sandbox;
-use crate::plugins::session::{AdapterSession, OutboundBody};
+use crate::plugins::session::{AdapterSession, AnswerMode, OutboundBody};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,15 +58,12 @@ const ANY: &str = "<any>";
 /// timestamps an adapter makes itself are the same in every run.
 pub const KIT_CLOCK_SECS: i64 = 1_700_000_000;
 
+/// A client protocol by its table name (`openai-chat`, `embeddings`, ...).
 fn protocol_named(name: &str) -> Option<Protocol> {
-    Some(match name {
-        "openai-chat" => Protocol::OpenaiChat,
-        "openai-completions" => Protocol::OpenaiCompletions,
-        "openai-responses" => Protocol::OpenaiResponses,
-        "anthropic-messages" => Protocol::AnthropicMessages,
-        "gemini" => Protocol::Gemini,
-        _ => return None,
-    })
+    crate::protocol::ALL
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.protocol)
 }
 
 /// Differences between `expected` and `got`, one line each, with paths.
@@ -112,7 +109,22 @@ fn usage_json(u: &Option<Usage>) -> Value {
             "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens,
             "reasoning_tokens": u.reasoning_tokens,
-        }),
+        })
+        .as_object()
+        .cloned()
+        .map(|mut o| {
+            // Listed only when there are any, so chat fixtures stay short.
+            if !u.meters.is_empty() {
+                let meters: Vec<Value> = u
+                    .meters
+                    .iter()
+                    .map(|m| json!({"kind": format!("{:?}", m.kind), "quantity": m.quantity, "detail": m.detail}))
+                    .collect();
+                o.insert("meters".into(), json!(meters));
+            }
+            Value::Object(o)
+        })
+        .unwrap_or(Value::Null),
     }
 }
 
@@ -170,9 +182,14 @@ async fn run_case(
             .and_then(Value::as_str)
             .unwrap_or("req_fixture")
             .to_string(),
+        // Filtered as a running gateway filters them.
         client_headers: pairs(field("client_headers"))
             .into_iter()
-            .map(|(name, value)| Header { name, value })
+            .map(|(name, value)| Header {
+                name: name.to_ascii_lowercase(),
+                value,
+            })
+            .filter(|h| crate::protocol::FORWARDED_CLIENT_HEADERS.contains(&h.name.as_str()))
             .collect(),
         channel_options: pairs(field("channel_options"))
             .into_iter()
@@ -209,18 +226,24 @@ async fn run_case(
             headers.insert(name.clone(), json!(values.join(",")));
         }
     }
-    got.insert(
-        "vendor_request".into(),
-        json!({
-            "method": out.method.as_str(),
-            "path": out.path,
-            "headers": headers,
-            "body": match &out.body {
-                OutboundBody::Bytes(b) => body_json(b),
-                OutboundBody::ClientBody => json!("<the client's body>"),
-            },
-        }),
-    );
+    let mut vendor_request = json!({
+        "method": out.method.as_str(),
+        "path": out.path,
+        "headers": headers,
+        "body": match &out.body {
+            OutboundBody::Bytes(b) => body_json(b),
+            OutboundBody::ClientBody => json!("<the client's body>"),
+            OutboundBody::ClientForm(fields) => json!({
+                "<the client's form, with>": fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>()
+            }),
+        },
+    });
+    // A relayed answer never reaches the adapter: its usage is known now.
+    if let AnswerMode::Relay(u) = &out.answer {
+        vendor_request["answer"] = json!("relay");
+        got.insert("usage".into(), usage_json(&Some(u.clone())));
+    }
+    got.insert("vendor_request".into(), vendor_request);
     let state = out.state;
     if let Some(resp) = field("vendor_response") {
         let status = resp.get("status").and_then(Value::as_u64).unwrap_or(200) as u16;

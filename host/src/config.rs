@@ -5,6 +5,7 @@
 //!
 //! `gateway.example.toml` at the repository root documents every key.
 
+use crate::billing::meters::MeterPrices;
 use crate::billing::money::{Currency, Quota};
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -283,6 +284,25 @@ struct RawModel {
     cache_write_price: Option<Cny>,
     #[serde(default)]
     default_max_tokens: Option<u64>,
+    /// CNY per generated image, any size and quality.
+    #[serde(default)]
+    image_price: Option<Cny>,
+    /// CNY per generated image by `SIZE/QUALITY` (`"1024x1024/hd"`) or
+    /// `SIZE`; overrides `image_price`.
+    #[serde(default)]
+    image_prices: BTreeMap<String, Cny>,
+    /// CNY per 1M characters of speech input.
+    #[serde(default)]
+    character_price: Option<Cny>,
+    /// CNY per minute of transcribed audio.
+    #[serde(default)]
+    audio_minute_price: Option<Cny>,
+    /// CNY per rerank search unit.
+    #[serde(default)]
+    search_unit_price: Option<Cny>,
+    /// CNY per request.
+    #[serde(default)]
+    request_price: Option<Cny>,
     #[serde(default)]
     policies: Vec<String>,
     #[serde(default = "yes")]
@@ -435,6 +455,8 @@ pub struct ModelConfig {
     pub output_price: Quota,
     pub cached_input_price: Quota,
     pub cache_write_price: Quota,
+    /// Prices of the non-token meters (images, characters, audio, ...).
+    pub meter_prices: MeterPrices,
     pub default_max_tokens: Option<u64>,
     pub policies: Vec<String>,
     pub group: String,
@@ -681,7 +703,26 @@ fn resolve(
             continue;
         }
         let input_price = m.input_price.to_quota(&currency, &f("input_price"))?;
+        let price = |c: &Option<Cny>, key: &str| -> Result<Quota, ConfigError> {
+            c.as_ref().map_or(Ok(0), |c| c.to_quota(&currency, &f(key)))
+        };
+        let mut images = BTreeMap::new();
+        for (detail, c) in &m.image_prices {
+            images.insert(
+                detail.clone(),
+                c.to_quota(&currency, &f(&format!("image_prices.{detail}")))?,
+            );
+        }
+        let meter_prices = MeterPrices {
+            image: price(&m.image_price, "image_price")?,
+            images,
+            per_million_characters: price(&m.character_price, "character_price")?,
+            audio_minute: price(&m.audio_minute_price, "audio_minute_price")?,
+            search_unit: price(&m.search_unit_price, "search_unit_price")?,
+            request: price(&m.request_price, "request_price")?,
+        };
         models.push(ModelConfig {
+            meter_prices,
             owned_by: m.owned_by,
             output_price: m.output_price.to_quota(&currency, &f("output_price"))?,
             cached_input_price: match &m.cached_input_price {

@@ -9,6 +9,7 @@
 //! The Gemini listing routes under `/v1beta` share the Gemini row's surface.
 
 use crate::billing::text::estimate_prompt_tokens;
+use crate::billing::usage::{Meter, MeterKind};
 use crate::error::{ApiError, Envelope};
 use crate::plugins::bindings::types::Protocol;
 use serde::Deserialize;
@@ -37,6 +38,9 @@ pub struct Head {
     pub max_output_tokens: Option<u64>,
     /// A generous estimate of the prompt's tokens, for the hold.
     pub prompt_tokens_estimate: u64,
+    /// The non-token meters the call will consume (`n` images, the speech
+    /// input's characters, ...), for the hold.
+    pub meters: Vec<Meter>,
 }
 
 /// One client protocol.
@@ -46,15 +50,54 @@ pub struct ClientProtocol {
     pub name: &'static str,
     /// `POST` routes (axum path patterns) that speak it.
     pub routes: &'static [&'static str],
+    /// For a `{model_action}` route, the actions (`model:action`) it
+    /// serves; Gemini's chat and embeddings rows share their routes.
+    actions: &'static [&'static str],
     pub keys: &'static [KeyPlace],
     pub envelope: Envelope,
+    /// How the body arrives: JSON, or a multipart form (transcription),
+    /// whose text fields the head is read from.
+    pub body: BodyKind,
     read_head: fn(&[u8], &str) -> Result<Head, ApiError>,
 }
 
+/// How a client protocol's request body arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Json,
+    /// `multipart/form-data`; the head and the adapter see a JSON object of
+    /// the text fields, the file parts stay with the host.
+    Multipart,
+}
+
 impl ClientProtocol {
+    /// Whether this is one of the five chat protocols (the ones policies
+    /// and streams apply to).
+    pub fn is_chat(&self) -> bool {
+        matches!(
+            self.protocol,
+            Protocol::OpenaiChat
+                | Protocol::OpenaiCompletions
+                | Protocol::OpenaiResponses
+                | Protocol::AnthropicMessages
+                | Protocol::Gemini
+        )
+    }
+
     /// Reads the head of a request body that arrived on `path`.
     pub fn head(&self, body: &[u8], path: &str) -> Result<Head, ApiError> {
         (self.read_head)(body, path)
+    }
+}
+
+impl ClientProtocol {
+    /// Whether a path's `model:action`, if this row names actions, is one of
+    /// them.
+    fn serves_action(&self, path: &str) -> bool {
+        self.actions.is_empty()
+            || path
+                .rsplit_once(':')
+                .is_some_and(|(_, action)| self.actions.contains(&action))
     }
 }
 
@@ -70,6 +113,8 @@ pub static OPENAI_CHAT: ClientProtocol = ClientProtocol {
     protocol: Protocol::OpenaiChat,
     name: "openai-chat",
     routes: &["/v1/chat/completions"],
+    actions: &[],
+    body: BodyKind::Json,
     keys: OPENAI_KEYS,
     envelope: Envelope::OpenAi,
     read_head: chat_head,
@@ -79,6 +124,8 @@ pub static OPENAI_COMPLETIONS: ClientProtocol = ClientProtocol {
     protocol: Protocol::OpenaiCompletions,
     name: "openai-completions",
     routes: &["/v1/completions"],
+    actions: &[],
+    body: BodyKind::Json,
     keys: OPENAI_KEYS,
     envelope: Envelope::OpenAi,
     read_head: completions_head,
@@ -88,6 +135,8 @@ pub static OPENAI_RESPONSES: ClientProtocol = ClientProtocol {
     protocol: Protocol::OpenaiResponses,
     name: "openai-responses",
     routes: &["/v1/responses"],
+    actions: &[],
+    body: BodyKind::Json,
     keys: OPENAI_KEYS,
     envelope: Envelope::OpenAi,
     read_head: responses_head,
@@ -97,6 +146,8 @@ pub static ANTHROPIC_MESSAGES: ClientProtocol = ClientProtocol {
     protocol: Protocol::AnthropicMessages,
     name: "anthropic-messages",
     routes: &["/v1/messages"],
+    actions: &[],
+    body: BodyKind::Json,
     keys: &[KeyPlace::XApiKey, KeyPlace::Bearer],
     envelope: Envelope::Anthropic,
     read_head: messages_head,
@@ -107,19 +158,111 @@ pub static GEMINI: ClientProtocol = ClientProtocol {
     name: "gemini",
     // `v1beta` is what the Gemini API serves these under; the google-genai
     // SDK's newer releases default to `v1`, which is served the same.
-    routes: &["/v1beta/models/{model_action}", "/v1/models/{model_action}"],
-    keys: &[KeyPlace::XGoogApiKey, KeyPlace::QueryKey, KeyPlace::Bearer],
+    routes: GEMINI_ROUTES,
+    actions: &["generateContent", "streamGenerateContent"],
+    body: BodyKind::Json,
+    keys: GEMINI_KEYS,
     envelope: Envelope::Gemini,
     read_head: gemini_head,
 };
 
+const GEMINI_ROUTES: &[&str] = &["/v1beta/models/{model_action}", "/v1/models/{model_action}"];
+const GEMINI_KEYS: &[KeyPlace] = &[KeyPlace::XGoogApiKey, KeyPlace::QueryKey, KeyPlace::Bearer];
+
+/// An OpenAI-style endpoint family: one route, a JSON body, OpenAI's key
+/// and envelope.
+const fn family(
+    protocol: Protocol,
+    name: &'static str,
+    routes: &'static [&'static str],
+    body: BodyKind,
+    read_head: fn(&[u8], &str) -> Result<Head, ApiError>,
+) -> ClientProtocol {
+    ClientProtocol {
+        protocol,
+        name,
+        routes,
+        actions: &[],
+        body,
+        keys: OPENAI_KEYS,
+        envelope: Envelope::OpenAi,
+        read_head,
+    }
+}
+
+pub static EMBEDDINGS: ClientProtocol = family(
+    Protocol::Embeddings,
+    "embeddings",
+    &["/v1/embeddings"],
+    BodyKind::Json,
+    embeddings_head,
+);
+
+pub static GEMINI_EMBEDDINGS: ClientProtocol = ClientProtocol {
+    protocol: Protocol::GeminiEmbeddings,
+    name: "gemini-embeddings",
+    routes: GEMINI_ROUTES,
+    actions: &["embedContent", "batchEmbedContents"],
+    body: BodyKind::Json,
+    keys: GEMINI_KEYS,
+    envelope: Envelope::Gemini,
+    read_head: gemini_embeddings_head,
+};
+
+pub static IMAGES: ClientProtocol = family(
+    Protocol::Images,
+    "images",
+    &["/v1/images/generations"],
+    BodyKind::Json,
+    images_head,
+);
+
+pub static SPEECH: ClientProtocol = family(
+    Protocol::Speech,
+    "speech",
+    &["/v1/audio/speech"],
+    BodyKind::Json,
+    speech_head,
+);
+
+pub static TRANSCRIPTION: ClientProtocol = family(
+    Protocol::Transcription,
+    "transcription",
+    &["/v1/audio/transcriptions"],
+    BodyKind::Multipart,
+    transcription_head,
+);
+
+pub static RERANK: ClientProtocol = family(
+    Protocol::Rerank,
+    "rerank",
+    &["/v1/rerank"],
+    BodyKind::Json,
+    rerank_head,
+);
+
+pub static MODERATION: ClientProtocol = family(
+    Protocol::Moderation,
+    "moderation",
+    &["/v1/moderations"],
+    BodyKind::Json,
+    moderation_head,
+);
+
 /// Every client protocol, in the order the README lists them.
-pub static ALL: [&ClientProtocol; 5] = [
+pub static ALL: [&ClientProtocol; 12] = [
     &OPENAI_CHAT,
     &OPENAI_COMPLETIONS,
     &OPENAI_RESPONSES,
     &ANTHROPIC_MESSAGES,
     &GEMINI,
+    &EMBEDDINGS,
+    &GEMINI_EMBEDDINGS,
+    &IMAGES,
+    &SPEECH,
+    &TRANSCRIPTION,
+    &RERANK,
+    &MODERATION,
 ];
 
 /// What applies to a request path: its error envelope and key places, and
@@ -150,7 +293,7 @@ fn surface_of(p: &'static ClientProtocol) -> Surface {
 /// The surface of a (normalised) request path.
 pub fn surface(path: &str) -> Surface {
     for p in ALL {
-        if p.routes.iter().any(|r| route_matches(r, path)) {
+        if p.routes.iter().any(|r| route_matches(r, path)) && p.serves_action(path) {
             return surface_of(p);
         }
     }
@@ -253,6 +396,7 @@ fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         stream: head.stream.unwrap_or(false),
         max_output_tokens: head.max_completion_tokens.or(head.max_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, messages.len()),
+        meters: Vec::new(),
     })
 }
 
@@ -283,6 +427,7 @@ fn completions_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         stream: head.stream.unwrap_or(false),
         max_output_tokens: Some(head.max_tokens.unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS)),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, items),
+        meters: Vec::new(),
     })
 }
 
@@ -313,6 +458,7 @@ fn responses_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         stream: head.stream.unwrap_or(false),
         max_output_tokens: head.max_output_tokens,
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, items + 1),
+        meters: Vec::new(),
     })
 }
 
@@ -350,6 +496,7 @@ fn messages_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         stream: head.stream.unwrap_or(false),
         max_output_tokens: Some(max_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, messages.len() + 1),
+        meters: Vec::new(),
     })
 }
 
@@ -410,7 +557,221 @@ fn gemini_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
         stream,
         max_output_tokens: head.generation_config.and_then(|g| g.max_output_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, contents.len() + 1),
+        meters: Vec::new(),
     })
+}
+
+// Endpoint families: no output tokens to hold; what they consume is read
+// from the request (inputs, documents, `n` images, characters).
+
+/// A family head: never streamed, no output tokens.
+fn family_head(model: String, prompt_tokens_estimate: u64, meters: Vec<Meter>) -> Head {
+    Head {
+        model,
+        stream: false,
+        max_output_tokens: Some(0),
+        prompt_tokens_estimate,
+        meters,
+    }
+}
+
+fn meter(kind: MeterKind, quantity: u64, detail: Option<String>) -> Meter {
+    Meter {
+        kind,
+        quantity,
+        detail,
+    }
+}
+
+/// Refuses `"stream": true` on a family that has no streamed answer.
+fn not_streamed(stream: Option<bool>) -> Result<(), ApiError> {
+    match stream {
+        Some(true) => Err(invalid("this endpoint does not stream; drop `stream`")),
+        _ => Ok(()),
+    }
+}
+
+#[derive(Deserialize)]
+struct InputHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+impl InputHead<'_> {
+    fn input_size(&self) -> Result<(usize, usize), ApiError> {
+        match self.input {
+            None => Err(invalid("`input` is required")),
+            Some(i) if matches!(i.get(), "null" | "\"\"" | "[]") => {
+                Err(invalid("`input` must not be empty"))
+            }
+            some => Ok(prompt_size(some)),
+        }
+    }
+}
+
+fn embeddings_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: InputHead = parse(body, "embeddings")?;
+    not_streamed(head.stream)?;
+    let (bytes, items) = head.input_size()?;
+    Ok(family_head(
+        required_model(head.model)?,
+        estimate_prompt_tokens(bytes, items),
+        Vec::new(),
+    ))
+}
+
+/// The model that moderates when the client names none, as OpenAI does.
+pub const DEFAULT_MODERATION_MODEL: &str = "omni-moderation-latest";
+
+fn moderation_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: InputHead = parse(body, "moderations")?;
+    let (bytes, items) = head.input_size()?;
+    let model = head
+        .model
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| DEFAULT_MODERATION_MODEL.to_string());
+    Ok(family_head(
+        model,
+        estimate_prompt_tokens(bytes, items),
+        vec![meter(MeterKind::Requests, 1, None)],
+    ))
+}
+
+#[derive(Deserialize)]
+struct ImagesHead {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    n: Option<u64>,
+    #[serde(default)]
+    size: Option<String>,
+    #[serde(default)]
+    quality: Option<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+fn images_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: ImagesHead = parse(body, "images")?;
+    not_streamed(head.stream)?;
+    let prompt = head
+        .prompt
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| invalid("`prompt` is required"))?;
+    let n = head.n.unwrap_or(1);
+    if !(1..=10).contains(&n) {
+        return Err(invalid("`n` must be 1 to 10"));
+    }
+    // The same detail the adapters meter: `SIZE/QUALITY`.
+    let detail = format!(
+        "{}/{}",
+        head.size.as_deref().unwrap_or("1024x1024"),
+        head.quality.as_deref().unwrap_or("standard")
+    );
+    Ok(family_head(
+        required_model(head.model)?,
+        estimate_prompt_tokens(prompt.len(), 1),
+        vec![meter(MeterKind::Images, n, Some(detail))],
+    ))
+}
+
+#[derive(Deserialize)]
+struct SpeechHead {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    input: Option<String>,
+}
+
+fn speech_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: SpeechHead = parse(body, "speech")?;
+    let input = head
+        .input
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| invalid("`input` is required and must be a non-empty string"))?;
+    Ok(family_head(
+        required_model(head.model)?,
+        0,
+        vec![meter(
+            MeterKind::Characters,
+            input.chars().count() as u64,
+            None,
+        )],
+    ))
+}
+
+#[derive(Deserialize)]
+struct TranscriptionHead {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    stream: Option<String>,
+}
+
+/// Reads the JSON of a transcription form's text fields; the audio's
+/// duration, for the hold, is measured from the file by the caller.
+fn transcription_head(fields: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: TranscriptionHead = parse(fields, "transcription")?;
+    if head.stream.as_deref() == Some("true") {
+        return Err(invalid(
+            "streamed transcriptions are not served; drop `stream`",
+        ));
+    }
+    Ok(family_head(required_model(head.model)?, 0, Vec::new()))
+}
+
+#[derive(Deserialize)]
+struct RerankHead<'a> {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    query: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    documents: Option<Vec<&'a RawValue>>,
+}
+
+/// Documents one rerank search unit covers (as Cohere counts).
+pub const DOCUMENTS_PER_SEARCH_UNIT: u64 = 100;
+
+fn rerank_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
+    let head: RerankHead = parse(body, "rerank")?;
+    let query = head.query.ok_or_else(|| invalid("`query` is required"))?;
+    let documents = head
+        .documents
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| invalid("`documents` must be a non-empty list"))?;
+    let bytes: usize = query.get().len() + documents.iter().map(|d| d.get().len()).sum::<usize>();
+    let units = (documents.len() as u64).div_ceil(DOCUMENTS_PER_SEARCH_UNIT);
+    Ok(family_head(
+        required_model(head.model)?,
+        estimate_prompt_tokens(bytes, documents.len() + 1),
+        vec![meter(MeterKind::SearchUnits, units, None)],
+    ))
+}
+
+fn gemini_embeddings_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
+    let last = path.rsplit('/').next().unwrap_or("");
+    let model = last.split_once(':').map(|(m, _)| m).unwrap_or("");
+    if model.is_empty() {
+        return Err(invalid("the model name in the path is empty"));
+    }
+    let v: serde_json::Value = parse(body, "embedContent")?;
+    if v.get("content").is_none() && v.get("requests").is_none() {
+        return Err(invalid(
+            "`content` (or, for a batch, `requests`) is required",
+        ));
+    }
+    Ok(family_head(
+        model.to_string(),
+        estimate_prompt_tokens(body.len(), 1),
+        Vec::new(),
+    ))
 }
 
 /// The client headers an adapter may see (spec: a translation may need the

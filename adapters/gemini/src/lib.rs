@@ -4,12 +4,13 @@
 //! is the API root; the key goes in `x-goog-api-key`).
 //!
 //! Gemini clients get a passthrough (the body as sent, the model in the
-//! URL); the other protocols are translated by the SDK's driver.
+//! URL); the other protocols are translated by the SDK's driver. Embeddings
+//! in either spelling go to `:embedContent` or `:batchEmbedContents`.
 //!
 //! Channel options: `api_version`, default `v1beta`.
 
 use gateway_guest_sdk::bindings::types::{AuthScheme, Protocol, RequestCtx};
-use gateway_guest_sdk::vendor::option;
+use gateway_guest_sdk::vendor::{option, CHAT_AND_EMBEDDINGS};
 use gateway_guest_sdk::{TranslateError, Vendor, VendorInfo};
 
 struct Gemini;
@@ -37,22 +38,50 @@ impl Vendor for Gemini {
             Protocol::Gemini,
             AuthScheme::XGoogApiKey,
         )
+        .serving(CHAT_AND_EMBEDDINGS)
     }
 
     fn path(ctx: &RequestCtx) -> Result<String, TranslateError> {
-        let version = option(ctx, "api_version").unwrap_or("v1beta");
-        let model = ctx
-            .upstream_model
-            .strip_prefix("models/")
-            .unwrap_or(&ctx.upstream_model);
-        segment("the API version", version)?;
-        segment("the model", model)?;
-        Ok(if ctx.stream {
-            format!("/{version}/models/{model}:streamGenerateContent?alt=sse")
-        } else {
-            format!("/{version}/models/{model}:generateContent")
-        })
+        model_url(
+            ctx,
+            if ctx.stream {
+                "streamGenerateContent?alt=sse"
+            } else {
+                "generateContent"
+            },
+        )
     }
+
+    fn family_dialect(_client: Protocol) -> Protocol {
+        Protocol::GeminiEmbeddings
+    }
+
+    fn family_path(
+        ctx: &RequestCtx,
+        _dialect: Protocol,
+        batch: bool,
+    ) -> Result<String, TranslateError> {
+        model_url(
+            ctx,
+            if batch {
+                "batchEmbedContents"
+            } else {
+                "embedContent"
+            },
+        )
+    }
+}
+
+/// `/{api_version}/models/{model}:{action}`.
+fn model_url(ctx: &RequestCtx, action: &str) -> Result<String, TranslateError> {
+    let version = option(ctx, "api_version").unwrap_or("v1beta");
+    let model = ctx
+        .upstream_model
+        .strip_prefix("models/")
+        .unwrap_or(&ctx.upstream_model);
+    segment("the API version", version)?;
+    segment("the model", model)?;
+    Ok(format!("/{version}/models/{model}:{action}"))
 }
 
 gateway_guest_sdk::export_adapter!(Gemini);
@@ -92,6 +121,15 @@ mod tests {
             "/v1/models/g:streamGenerateContent?alt=sse"
         );
         assert!(Gemini::path(&ctx("../evil", false, None)).is_err());
+        assert_eq!(
+            Gemini::family_path(
+                &ctx("text-embedding-004", false, None),
+                Protocol::GeminiEmbeddings,
+                true
+            )
+            .unwrap(),
+            "/v1beta/models/text-embedding-004:batchEmbedContents"
+        );
         assert!(Gemini::path(&ctx("g", false, Some("v1/x"))).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! Vendor paths, appended by the host to the channel's base URL (which ends
 //! in `/v1`), and the task ids that go into them.
 
-use gateway_guest_sdk::video::{PluginError, RequestBody, UpstreamRequest};
+use gateway_guest_sdk::video::{AnswerMode, PluginError, RequestBody, UpstreamRequest};
 
 pub const TASKS_PATH: &str = "/video/tasks";
 
@@ -36,6 +36,7 @@ pub fn get(path: String) -> UpstreamRequest {
         path,
         headers: Vec::new(),
         body: RequestBody::Bytes(Vec::new()),
+        answer: AnswerMode::Translate,
         state: String::new(),
     }
 }

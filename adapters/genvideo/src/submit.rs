@@ -7,7 +7,9 @@ use serde_json::json;
 
 use crate::paths::{is_task_id, TASKS_PATH};
 use gateway_guest_sdk::video::Header;
-use gateway_guest_sdk::video::{PluginError, RequestBody, UpstreamRequest, VideoRequest};
+use gateway_guest_sdk::video::{
+    AnswerMode, PluginError, RequestBody, UpstreamRequest, VideoRequest,
+};
 
 pub fn build_submit(req: &VideoRequest) -> Result<UpstreamRequest, PluginError> {
     let body = json!({
@@ -34,6 +36,7 @@ pub fn build_submit(req: &VideoRequest) -> Result<UpstreamRequest, PluginError> 
             },
         ],
         body: RequestBody::Bytes(to_bytes(&body)),
+        answer: AnswerMode::Translate,
         state: String::new(),
     })
 }

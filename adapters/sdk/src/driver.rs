@@ -10,11 +10,12 @@ use crate::bindings::adapter::exports::gateway::plugin::adapter::{
     Guest, GuestStreamTranslator, StreamEnd,
 };
 use crate::bindings::types::{
-    Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, Translated, UpstreamError,
-    UpstreamRequest, Usage as WitUsage,
+    AnswerMode, Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, Translated,
+    UpstreamError, UpstreamRequest, Usage as WitUsage,
 };
 use crate::canonical::Usage;
 use crate::errors::{retry_after_secs, UpstreamFailure};
+use crate::families;
 use crate::translate;
 use crate::vendor::{header, Vendor};
 use crate::TranslateError;
@@ -74,6 +75,12 @@ impl<V: Vendor> Guest for Driver<V> {
     }
 
     fn translate_request(ctx: RequestCtx, body: Vec<u8>) -> Result<UpstreamRequest, PluginError> {
+        if families::is_family(ctx.client_protocol) {
+            return family_request::<V>(&ctx, &body).map_err(|e| {
+                crate::log::debug(&format!("request refused: {e}"));
+                plugin_error(e)
+            });
+        }
         let prepared = translate::request(V::info().protocol, &ctx, &body)
             .and_then(|p| Ok((V::path(&ctx)?, p)));
         let (path, prepared) = prepared.map_err(|e| {
@@ -87,6 +94,7 @@ impl<V: Vendor> Guest for Driver<V> {
             path,
             headers,
             body: RequestBody::Bytes(prepared.body),
+            answer: AnswerMode::Translate,
             state: prepared.state,
         })
     }
@@ -98,6 +106,19 @@ impl<V: Vendor> Guest for Driver<V> {
         _headers: Vec<Header>,
         body: Vec<u8>,
     ) -> Result<Translated, PluginError> {
+        if families::is_family(ctx.client_protocol) {
+            let dialect = V::family_dialect(ctx.client_protocol);
+            let f = families::response(dialect, &ctx, &state, &body).map_err(|e| {
+                crate::log::warn(&format!("unreadable answer: {e}"));
+                plugin_error(e)
+            })?;
+            return Ok(Translated {
+                status: 200,
+                content_type: f.content_type,
+                body: f.body,
+                usage: f.usage,
+            });
+        }
         let finished =
             translate::response(V::info().protocol, &ctx, &state, &body).map_err(|e| {
                 crate::log::warn(&format!("unreadable answer: {e}"));
@@ -123,6 +144,35 @@ impl<V: Vendor> Guest for Driver<V> {
             retry_after_secs(&headers),
         )
     }
+}
+
+/// The upstream request of an endpoint-family call.
+fn family_request<V: Vendor>(
+    ctx: &RequestCtx,
+    body: &[u8],
+) -> Result<UpstreamRequest, TranslateError> {
+    if ctx.stream {
+        return Err(TranslateError::unsupported(format!(
+            "{:?} answers are not streamed",
+            ctx.client_protocol
+        )));
+    }
+    let dialect = V::family_dialect(ctx.client_protocol);
+    let prepared = families::request(dialect, ctx, body)?;
+    let path = V::family_path(ctx, dialect, prepared.batch)?;
+    let mut headers = Vec::new();
+    if matches!(prepared.body, RequestBody::Bytes(_)) {
+        headers.push(header("content-type", "application/json"));
+    }
+    headers.extend(V::headers(ctx));
+    Ok(UpstreamRequest {
+        method: "POST".to_owned(),
+        path,
+        headers,
+        body: prepared.body,
+        answer: prepared.answer,
+        state: prepared.state,
+    })
 }
 
 impl<V: Vendor> GuestStreamTranslator for StreamDriver<V> {

@@ -12,6 +12,8 @@
 //!   parse and encode): [`openai_chat`] (with [`openai_passthrough`], its
 //!   same-protocol hot path), [`openai_completions`], [`openai_responses`],
 //!   [`anthropic`], [`gemini`].
+//! - [`families`]: the endpoint families beside chat (embeddings in both
+//!   spellings, images, speech, transcription, rerank, moderation).
 //! - [`errors`]: vendor error answers mapped to the host's error terms.
 //! - [`redact`]: keeps vendor text safe and short before it reaches a client.
 //! - [`json`]: small helpers on `serde_json` values.
@@ -25,6 +27,7 @@ pub mod bindings;
 pub mod canonical;
 pub mod driver;
 pub mod errors;
+pub mod families;
 pub mod gemini;
 pub mod json;
 pub mod log;

@@ -39,7 +39,41 @@ pub struct VendorInfo {
     pub client_protocols: &'static [Protocol],
 }
 
+/// Every chat protocol and every OpenAI-style family: what an adapter for
+/// an OpenAI-compatible vendor serves.
+pub const CHAT_AND_OPENAI_FAMILIES: &[Protocol] = &[
+    Protocol::OpenaiChat,
+    Protocol::OpenaiCompletions,
+    Protocol::OpenaiResponses,
+    Protocol::AnthropicMessages,
+    Protocol::Gemini,
+    Protocol::Embeddings,
+    Protocol::GeminiEmbeddings,
+    Protocol::Images,
+    Protocol::Speech,
+    Protocol::Transcription,
+    Protocol::Moderation,
+];
+
+/// Every chat protocol and both spellings of embeddings.
+pub const CHAT_AND_EMBEDDINGS: &[Protocol] = &[
+    Protocol::OpenaiChat,
+    Protocol::OpenaiCompletions,
+    Protocol::OpenaiResponses,
+    Protocol::AnthropicMessages,
+    Protocol::Gemini,
+    Protocol::Embeddings,
+    Protocol::GeminiEmbeddings,
+];
+
 impl VendorInfo {
+    /// Serves these client protocols instead of every chat protocol (see
+    /// [`CHAT_AND_OPENAI_FAMILIES`], [`CHAT_AND_EMBEDDINGS`]).
+    pub fn serving(mut self, protocols: &'static [Protocol]) -> Self {
+        self.client_protocols = protocols;
+        self
+    }
+
     pub fn new(
         name: &'static str,
         version: &'static str,
@@ -64,6 +98,28 @@ pub trait Vendor: 'static {
     /// channel's base URL. `ctx.stream` says whether the call is streamed.
     fn path(ctx: &RequestCtx) -> Result<String, TranslateError>;
 
+    /// The dialect the vendor speaks for a call of one of the endpoint
+    /// families ([`crate::families`]); `client` is the family the client
+    /// called. By default the OpenAI-style family, whichever embeddings
+    /// spelling the client used.
+    fn family_dialect(client: Protocol) -> Protocol {
+        match client {
+            Protocol::GeminiEmbeddings => Protocol::Embeddings,
+            other => other,
+        }
+    }
+
+    /// Path and query of a family call in `dialect` (`batch`: Gemini's
+    /// `batchEmbedContents` rather than `embedContent`). By default the
+    /// OpenAI-style paths under a base URL that ends in `/v1`.
+    fn family_path(
+        _ctx: &RequestCtx,
+        dialect: Protocol,
+        _batch: bool,
+    ) -> Result<String, TranslateError> {
+        openai_family_path(dialect)
+    }
+
     /// Headers the vendor wants beside `content-type: application/json`
     /// (for example a protocol version). Never a credential: the host adds it.
     fn headers(_ctx: &RequestCtx) -> Vec<Header> {
@@ -75,6 +131,25 @@ pub trait Vendor: 'static {
     fn map_error(status: u16, headers: &[Header], body: &[u8]) -> UpstreamFailure {
         crate::errors::map_vendor_error(Self::info().protocol, status, headers, body)
     }
+}
+
+/// The OpenAI-style path of a family (`/embeddings`, `/images/generations`,
+/// `/audio/speech`, `/audio/transcriptions`, `/rerank`, `/moderations`).
+pub fn openai_family_path(dialect: Protocol) -> Result<String, TranslateError> {
+    Ok(match dialect {
+        Protocol::Embeddings => "/embeddings",
+        Protocol::Images => "/images/generations",
+        Protocol::Speech => "/audio/speech",
+        Protocol::Transcription => "/audio/transcriptions",
+        Protocol::Rerank => "/rerank",
+        Protocol::Moderation => "/moderations",
+        other => {
+            return Err(TranslateError::unsupported(format!(
+                "{other:?} has no OpenAI-style path"
+            )))
+        }
+    }
+    .to_owned())
 }
 
 /// The value of the channel option `key`, if the config set it.

@@ -2,8 +2,8 @@
 //! already small and vendor-shaped); this module re-exports its types and
 //! [`crate::export_video_adapter!`] does the glue.
 
+pub use crate::bindings::types::{AnswerMode, RequestBody, UpstreamRequest};
 pub use crate::bindings::types::{AuthScheme, Descriptor, Header, PluginError, Protocol};
-pub use crate::bindings::types::{RequestBody, UpstreamRequest};
 pub use crate::bindings::video::exports::gateway::plugin::video_adapter::{
     Guest as VideoVendor, TaskState, TaskStatus, VideoRequest,
 };

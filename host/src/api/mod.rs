@@ -37,9 +37,13 @@ use std::time::Instant;
 pub fn public_router(state: SharedState) -> Router {
     let body_limit = state.config.limits.max_body_bytes;
     let mut router = Router::new();
+    let mut registered = std::collections::HashSet::new();
     for p in crate::protocol::ALL {
         for route in p.routes {
-            router = router.route(route, post(text::call));
+            // Gemini's chat and embeddings rows share their routes.
+            if registered.insert(*route) {
+                router = router.route(route, post(text::call));
+            }
         }
     }
     router

@@ -1,15 +1,18 @@
-//! The text protocols' routes (spec §4.3, §4.4 and the `/v1beta` protocol):
-//! one handler for all of them. The route's client protocol (see
-//! `protocol`) reads the request's head; the relay and the adapter do the
+//! The text protocols' and endpoint families' routes (spec §4 and the
+//! `/v1beta` protocol): one handler for all of them. The route's client
+//! protocol (see `protocol`) says how the body arrives (JSON or a multipart
+//! form) and reads the request's head; the relay and the adapter do the
 //! rest.
 
 use crate::auth::Caller;
+use crate::billing::usage::{Meter, MeterKind, Usage};
 use crate::error::ApiError;
-use crate::protocol::Surface;
+use crate::protocol::{BodyKind, Surface};
+use crate::relay::form::ClientForm;
 use crate::relay::text::{forwarded_headers, serve, TextRequest};
 use crate::state::SharedState;
-use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
@@ -20,14 +23,35 @@ pub async fn call(
     caller: Caller,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<Response, ApiError> {
     // A text route whose path is not a call (`POST /v1/models/gpt-4o`, which
     // shares its pattern with Gemini's `/v1/models/{model}:{action}`).
     let protocol = surface
         .protocol
         .ok_or_else(|| ApiError::NotFound(format!("no such endpoint: POST {}", uri.path())))?;
-    let head = protocol.head(&body, uri.path())?;
+    let (body, form) = match protocol.body {
+        BodyKind::Json => (read_body(&state, request).await?, None),
+        BodyKind::Multipart => {
+            let form = ClientForm::read(&state, request).await?;
+            (Bytes::from(form.fields_json()), Some(form))
+        }
+    };
+    let mut head = protocol.head(&body, uri.path())?;
+    // A form's audio is measured here: the hold, and the bill when the
+    // vendor's answer says nothing of its duration.
+    let measured = form.as_ref().and_then(ClientForm::audio_ms).map(|ms| {
+        let m = Meter {
+            kind: MeterKind::AudioMs,
+            quantity: ms,
+            detail: None,
+        };
+        head.meters.push(m.clone());
+        Usage {
+            meters: vec![m],
+            ..Usage::default()
+        }
+    });
     if protocol.protocol == crate::plugins::bindings::types::Protocol::Gemini
         && head.stream
         && !uri
@@ -44,7 +68,10 @@ pub async fn call(
         stream: head.stream,
         max_output_tokens: head.max_output_tokens,
         prompt_tokens_estimate: head.prompt_tokens_estimate,
+        meters: head.meters,
         body,
+        form,
+        measured,
         client_headers: forwarded_headers(&headers),
     };
     // Its own task: a client that hangs up must not cancel the call after
@@ -53,4 +80,15 @@ pub async fn call(
     tokio::spawn(crate::error::REQUEST_ID.scope(id, serve(state, caller, req)))
         .await
         .map_err(ApiError::internal)?
+}
+
+/// A JSON protocol's body, whole (within the body limit).
+async fn read_body(state: &SharedState, request: Request) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
+        } else {
+            ApiError::InvalidRequest(format!("the body could not be read: {e}"))
+        }
+    })
 }

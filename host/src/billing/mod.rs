@@ -2,6 +2,7 @@
 
 pub mod hold;
 pub mod ledger;
+pub mod meters;
 pub mod money;
 pub mod text;
 pub mod usage;

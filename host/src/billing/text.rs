@@ -12,11 +12,14 @@
 //! `input_tokens`); the adapters convert to [`Usage`]'s definitions, so this
 //! one formula is right for all of them.
 //!
+//! - Non-token meters (images, characters, audio, search units, requests):
+//!   the model's meter prices ([`super::meters`]).
+//!
 //! Prices are quota units per 1M tokens; each part is rounded up to a whole
 //! unit, so a call is never billed below its cost.
 
 use super::money::{per_million, Quota};
-use super::usage::Usage;
+use super::usage::{Meter, Usage};
 use crate::config::ModelConfig;
 
 /// What a call with this usage costs.
@@ -26,13 +29,25 @@ pub fn cost(model: &ModelConfig, usage: &Usage) -> Quota {
         .saturating_add(per_million(u.cache_read_tokens, model.cached_input_price))
         .saturating_add(per_million(u.cache_write_tokens, model.cache_write_price))
         .saturating_add(per_million(u.output_tokens, model.output_price))
+        .saturating_add(model.meter_prices.cost(&u.meters))
 }
 
-/// What to hold before the call: the prompt estimate at the input price plus
-/// the most the answer may use at the output price.
-pub fn estimate(model: &ModelConfig, prompt_tokens: u64, max_output_tokens: u64) -> Quota {
-    per_million(prompt_tokens, model.input_price)
+/// What to hold before the call: the prompt estimate at the input price (or
+/// the cache-write price, when dearer),
+/// the most the answer may use at the output price, and the meters the
+/// request will consume (`n` images, the input's characters, ...).
+pub fn estimate(
+    model: &ModelConfig,
+    prompt_tokens: u64,
+    max_output_tokens: u64,
+    meters: &[Meter],
+) -> Quota {
+    // The prompt may all be written to the vendor's cache, which can cost
+    // more than plain input (Anthropic: 1.25×): hold the dearer price.
+    let prompt_price = model.input_price.max(model.cache_write_price);
+    per_million(prompt_tokens, prompt_price)
         .saturating_add(per_million(max_output_tokens, model.output_price))
+        .saturating_add(model.meter_prices.cost(meters))
 }
 
 /// A deliberately generous prompt-token estimate from the raw JSON of the
@@ -55,6 +70,7 @@ mod tests {
             output_price: 4_000_000,
             cached_input_price: 250_000,
             cache_write_price: 1_250_000,
+            meter_prices: Default::default(),
             default_max_tokens: None,
             policies: vec![],
             group: "default".into(),
@@ -99,7 +115,8 @@ mod tests {
 
     #[test]
     fn estimate_covers_prompt_and_max_tokens() {
-        assert_eq!(estimate(&model(), 100, 50), 100 + 200);
+        // 100 prompt tokens at the cache-write price 1.25, 50 output at 4.
+        assert_eq!(estimate(&model(), 100, 50, &[]), 125 + 200);
         assert_eq!(estimate_prompt_tokens(30, 2), 18);
     }
 }

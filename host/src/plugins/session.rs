@@ -7,8 +7,8 @@
 use super::bindings::adapter::VendorAdapter;
 use super::bindings::policy::exports::gateway::plugin::policy::PatchOp;
 use super::bindings::types::{
-    Header, MeterKind as WitMeterKind, PluginError, Protocol, RequestBody, RequestCtx, SseEvent,
-    Usage as WitUsage,
+    AnswerMode as WitAnswerMode, Header, MeterKind as WitMeterKind, PluginError, Protocol,
+    RequestBody, RequestCtx, SseEvent, UpstreamRequest, Usage as WitUsage,
 };
 use super::patch::Edit;
 use super::registry::{AdapterPlugin, PolicyPlugin};
@@ -129,6 +129,18 @@ pub enum OutboundBody {
     Bytes(Vec<u8>),
     /// The client's body as received, sent without passing through the guest.
     ClientBody,
+    /// The client's multipart form, its text fields set as listed (name,
+    /// value), its file parts streamed by the host.
+    ClientForm(Vec<(String, String)>),
+}
+
+/// What the host does with a successful vendor answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AnswerMode {
+    /// Hand it to the adapter.
+    Translate,
+    /// Relay the vendor's bytes to the client as they come; bill this.
+    Relay(Usage),
 }
 
 /// A request the host can send, checked.
@@ -139,6 +151,7 @@ pub struct OutboundRequest {
     pub path: String,
     pub headers: HeaderMap,
     pub body: OutboundBody,
+    pub answer: AnswerMode,
     pub state: String,
 }
 
@@ -219,14 +232,16 @@ fn invalid(store: &Store<GuestState>, detail: impl Into<String>) -> GuestFailure
 }
 
 /// Checks a guest-built upstream request (shared by text and video adapters).
-pub fn check_request(
-    plugin: &str,
-    method: &str,
-    path: &str,
-    headers: Vec<Header>,
-    body: RequestBody,
-    state: String,
-) -> Result<OutboundRequest, GuestFailure> {
+pub fn check_request(plugin: &str, r: UpstreamRequest) -> Result<OutboundRequest, GuestFailure> {
+    let UpstreamRequest {
+        method,
+        path,
+        headers,
+        body,
+        answer,
+        state,
+    } = r;
+    let (method, path) = (method.as_str(), path.as_str());
     let bad = |d: String| GuestFailure::Invalid {
         plugin: plugin.to_string(),
         detail: d,
@@ -276,6 +291,26 @@ pub fn check_request(
         body: match body {
             RequestBody::Bytes(b) => OutboundBody::Bytes(b),
             RequestBody::ClientBody => OutboundBody::ClientBody,
+            RequestBody::ClientForm(fields) => {
+                let mut out = Vec::with_capacity(fields.len());
+                for f in fields {
+                    let name_ok = !f.key.is_empty()
+                        && f.key.len() <= 256
+                        && f.key.bytes().all(|b| b.is_ascii_graphic() && b != b'"');
+                    if !name_ok || f.value.contains(['\r', '\n']) {
+                        return Err(bad(format!(
+                            "form field `{}` is not a plain field name and one-line value",
+                            f.key.escape_debug()
+                        )));
+                    }
+                    out.push((f.key, f.value));
+                }
+                OutboundBody::ClientForm(out)
+            }
+        },
+        answer: match answer {
+            WitAnswerMode::Translate => AnswerMode::Translate,
+            WitAnswerMode::Relay(u) => AnswerMode::Relay(host_usage(u)),
         },
         state,
     })
@@ -328,14 +363,7 @@ impl AdapterSession {
             api.call_translate_request(&mut self.store, ctx, body)
         )?;
         let r = r.map_err(AdapterError::Plugin)?;
-        Ok(check_request(
-            &self.store.data().plugin,
-            &r.method,
-            &r.path,
-            r.headers,
-            r.body,
-            r.state,
-        )?)
+        Ok(check_request(&self.store.data().plugin, r)?)
     }
 
     pub async fn translate_response(
@@ -501,14 +529,7 @@ impl VideoSession {
         &self,
         r: super::bindings::types::UpstreamRequest,
     ) -> Result<OutboundRequest, GuestFailure> {
-        check_request(
-            &self.store.data().plugin,
-            &r.method,
-            &r.path,
-            r.headers,
-            r.body,
-            r.state,
-        )
+        check_request(&self.store.data().plugin, r)
     }
 
     pub async fn build_submit(
@@ -637,17 +658,38 @@ mod tests {
         }
     }
 
+    fn req(method: &str, path: &str, headers: Vec<Header>, body: RequestBody) -> UpstreamRequest {
+        UpstreamRequest {
+            method: method.into(),
+            path: path.into(),
+            headers,
+            body,
+            answer: WitAnswerMode::Translate,
+            state: String::new(),
+        }
+    }
+
     #[test]
     fn guest_requests_are_checked() {
         let ok = check_request(
             "p",
-            "POST",
-            "/chat/completions?x=1",
-            vec![h("content-type", "application/json")],
-            RequestBody::Bytes(vec![]),
-            String::new(),
+            req(
+                "POST",
+                "/chat/completions?x=1",
+                vec![h("content-type", "application/json")],
+                RequestBody::Bytes(vec![]),
+            ),
         );
         assert!(ok.is_ok());
+        let form = |k: &str, v: &str| {
+            RequestBody::ClientForm(vec![super::super::bindings::types::Setting {
+                key: k.into(),
+                value: v.into(),
+            }])
+        };
+        assert!(check_request("p", req("POST", "/x", vec![], form("model", "m"))).is_ok());
+        assert!(check_request("p", req("POST", "/x", vec![], form("a\"b", "m"))).is_err());
+        assert!(check_request("p", req("POST", "/x", vec![], form("model", "m\r\nx"))).is_err());
         for (m, p, hs) in [
             ("NOT A METHOD", "/x", vec![]),
             ("POST", "no-slash", vec![]),
@@ -658,7 +700,7 @@ mod tests {
             ("POST", "/x", vec![h("x-ok", "line\nbreak")]),
         ] {
             assert!(
-                check_request("p", m, p, hs, RequestBody::ClientBody, String::new()).is_err(),
+                check_request("p", req(m, p, hs, RequestBody::ClientBody)).is_err(),
                 "{m} {p}"
             );
         }

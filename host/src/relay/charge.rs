@@ -1,4 +1,4 @@
-//! One text call's money and capacity, owned by one value from the moment
+//! One call's money and capacity (chat or an endpoint family), owned by one value from the moment
 //! the estimate is held to the moment the real usage is settled.
 //!
 //! A [`Charge`] holds the reservation, the group's concurrency permit and
@@ -12,7 +12,7 @@
 use crate::auth::Caller;
 use crate::billing::hold::Hold;
 use crate::billing::text as pricing;
-use crate::billing::usage::Usage;
+use crate::billing::usage::{Meter, Usage};
 use crate::config::ModelConfig;
 use crate::error::ApiError;
 use crate::state::SharedState;
@@ -32,7 +32,7 @@ pub struct Charge {
 
 impl Charge {
     /// Takes a concurrency slot of the caller's group and holds the estimate
-    /// for a call with this prompt and output cap.
+    /// for a call with this prompt, output cap and meters.
     pub async fn open(
         state: &SharedState,
         caller: &Caller,
@@ -40,6 +40,7 @@ impl Charge {
         stream: bool,
         prompt_tokens_estimate: u64,
         max_output_tokens: Option<u64>,
+        meters: &[Meter],
     ) -> Result<Charge, ApiError> {
         let group = state
             .ledger
@@ -53,7 +54,7 @@ impl Charge {
         let max_out = max_output_tokens
             .or(model.default_max_tokens)
             .unwrap_or(state.config.default_max_tokens);
-        let amount = pricing::estimate(&model, prompt_tokens_estimate, max_out);
+        let amount = pricing::estimate(&model, prompt_tokens_estimate, max_out, meters);
         let now = state.clock.now_secs();
         let outcome = state
             .ledger

@@ -2,6 +2,7 @@
 //! and failover, upstream HTTP, streaming.
 
 pub mod charge;
+pub mod form;
 pub mod stream;
 pub mod text;
 pub mod upstream;

@@ -1,4 +1,4 @@
-//! One text call from the moment the client's request is understood to the
+//! One call of a text protocol or an endpoint family, from the moment the client's request is understood to the
 //! moment its money is settled: hold an estimate ([`Charge`]), try the
 //! model's channels in order — the adapter translates the client's request
 //! into the vendor's protocol, the model's policies edit that vendor request,
@@ -6,15 +6,18 @@
 //! protocol, settling the real usage.
 
 use super::charge::Charge;
+use super::form::ClientForm;
 use super::stream;
-use super::upstream::{self, SendError};
+use super::upstream::{self, ClientPayload, SendError};
 use crate::auth::Caller;
-use crate::billing::usage::Usage;
+use crate::billing::usage::{Meter, Usage};
 use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::{Header, RequestCtx, Setting};
 use crate::plugins::registry::{AdapterPlugin, PolicyPlugin};
-use crate::plugins::session::{guest_headers, run_policies, AdapterSession, OutboundBody};
+use crate::plugins::session::{
+    guest_headers, run_policies, AdapterSession, AnswerMode, OutboundBody,
+};
 use crate::protocol::{ClientProtocol, FORWARDED_CLIENT_HEADERS};
 use crate::state::SharedState;
 use axum::body::Body;
@@ -31,8 +34,15 @@ pub struct TextRequest {
     /// Output tokens the client allows, if it said.
     pub max_output_tokens: Option<u64>,
     pub prompt_tokens_estimate: u64,
-    /// The client's body, as received.
+    /// The non-token meters the call will consume, for the hold.
+    pub meters: Vec<Meter>,
+    /// The client's body, as received (for a form: its text fields as JSON).
     pub body: Bytes,
+    /// The client's multipart form, when it sent one.
+    pub form: Option<ClientForm>,
+    /// What the host measured of the request itself (a transcription's
+    /// audio duration): billed when the vendor's answer reports no usage.
+    pub measured: Option<Usage>,
     /// The client headers adapters may see.
     pub client_headers: Vec<Header>,
 }
@@ -89,6 +99,7 @@ pub async fn serve(
         req.stream,
         req.prompt_tokens_estimate,
         req.max_output_tokens,
+        &req.meters,
     )
     .await?;
     try_channels(&state, &channels, &policies, &req, charge).await
@@ -111,6 +122,13 @@ enum Answer {
         usage: Option<Usage>,
     },
     Stream(Box<stream::Opened>),
+    /// The vendor's bytes go to the client as they come (audio, images).
+    Relay {
+        status: StatusCode,
+        content_type: Option<HeaderValue>,
+        upstream: reqwest::Response,
+        usage: Usage,
+    },
 }
 
 /// Tries the channels in order until one answers; the charge goes with the
@@ -160,10 +178,27 @@ async fn try_channels(
                 body,
                 usage,
             }) => {
+                let usage = usage.or_else(|| req.measured.clone());
                 charge.settle(usage.as_ref(), status.as_u16(), None).await;
                 let mut out = Response::new(Body::from(body));
                 *out.status_mut() = status;
                 out.headers_mut().insert(header::CONTENT_TYPE, content_type);
+                return Ok(out);
+            }
+            Ok(Answer::Relay {
+                status,
+                content_type,
+                upstream,
+                usage,
+            }) => {
+                // The vendor has done the work once its answer begins: billed
+                // now, whatever happens to the bytes on their way.
+                charge.settle(Some(&usage), status.as_u16(), None).await;
+                let mut out = Response::new(Body::from_stream(upstream.bytes_stream()));
+                *out.status_mut() = status;
+                if let Some(ct) = content_type {
+                    out.headers_mut().insert(header::CONTENT_TYPE, ct);
+                }
                 return Ok(out);
             }
             Ok(Answer::Stream(opened)) => {
@@ -207,7 +242,8 @@ async fn attempt(
         .translate_request(&ctx, &req.body)
         .await
         .map_err(|e| stop(e.into()))?;
-    if !policies.is_empty() {
+    // Policies edit chat requests in the vendor's chat dialect.
+    if !policies.is_empty() && req.protocol.is_chat() {
         if let OutboundBody::Bytes(bytes) = &outbound.body {
             let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
                 stop(ApiError::Adapter(format!(
@@ -223,7 +259,21 @@ async fn attempt(
         }
     }
     let adapter_state = std::mem::take(&mut outbound.state);
-    let builder = upstream::build(&state.http, channel, plugin.auth, outbound, &req.body);
+    let relay = match std::mem::replace(&mut outbound.answer, AnswerMode::Translate) {
+        AnswerMode::Relay(usage) if !req.stream => Some(usage),
+        AnswerMode::Relay(_) => {
+            return Err(stop(ApiError::Adapter(
+                "it asked to relay a streamed answer".into(),
+            )))
+        }
+        AnswerMode::Translate => None,
+    };
+    let payload = match &req.form {
+        Some(form) => ClientPayload::Form(form),
+        None => ClientPayload::Bytes(&req.body),
+    };
+    let builder =
+        upstream::build(&state.http, channel, plugin.auth, outbound, payload).map_err(stop)?;
     let head_timeout = if req.stream {
         limits.stream_idle_timeout
     } else {
@@ -242,9 +292,16 @@ async fn attempt(
     let status = resp.status();
     let vendor_headers = guest_headers(resp.headers());
     if !status.is_success() {
-        let body = read_capped(resp, limits.max_body_bytes)
-            .await
-            .unwrap_or_default();
+        // Bounded like a success's body: a vendor that stalls after its
+        // status line must not hold the call's money and slot for ever.
+        let body = tokio::time::timeout(
+            limits.upstream_timeout,
+            read_capped(resp, limits.max_body_bytes),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
         let mapped = session
             .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
             .await
@@ -260,6 +317,14 @@ async fn attempt(
             Failed::Retry(e)
         } else {
             Failed::Stop(e)
+        });
+    }
+    if let Some(usage) = relay {
+        return Ok(Answer::Relay {
+            status,
+            content_type: resp.headers().get(header::CONTENT_TYPE).cloned(),
+            upstream: resp,
+            usage,
         });
     }
     if req.stream {

@@ -1,7 +1,9 @@
 //! Sending a checked guest-built request to a channel's vendor, with the
 //! channel's credential injected by the host.
 
+use super::form::ClientForm;
 use crate::config::ChannelConfig;
+use crate::error::ApiError;
 use crate::plugins::bindings::types::AuthScheme;
 use crate::plugins::session::{OutboundBody, OutboundRequest};
 use std::time::Duration;
@@ -19,16 +21,27 @@ pub fn url(channel: &ChannelConfig, path: &str) -> String {
     format!("{}{}", channel.base_url, path)
 }
 
+/// What the client sent, for an adapter that asks for it as it is: the
+/// body's bytes, or the multipart form the host read.
+pub enum ClientPayload<'a> {
+    Bytes(&'a bytes::Bytes),
+    Form(&'a ClientForm),
+}
+
 /// Builds the request with the credential in the place the adapter named.
-/// `client_body` is what goes upstream when the adapter asked for the
-/// client's body as it is.
+/// Fails when the adapter asked for a form the client did not send, or for
+/// the raw body of a form (which the host has read into parts).
 pub fn build(
     http: &reqwest::Client,
     channel: &ChannelConfig,
     auth: AuthScheme,
-    req: OutboundRequest,
-    client_body: &bytes::Bytes,
-) -> reqwest::RequestBuilder {
+    mut req: OutboundRequest,
+    client: ClientPayload<'_>,
+) -> Result<reqwest::RequestBuilder, ApiError> {
+    if matches!(req.body, OutboundBody::ClientForm(_)) {
+        // The form's own type carries its boundary.
+        req.headers.remove(reqwest::header::CONTENT_TYPE);
+    }
     let mut b = http
         .request(req.method, url(channel, &req.path))
         .headers(req.headers);
@@ -40,11 +53,25 @@ pub fn build(
             AuthScheme::None => b,
         };
     }
-    match req.body {
-        OutboundBody::Bytes(bytes) if bytes.is_empty() => b,
-        OutboundBody::Bytes(bytes) => b.body(bytes),
-        OutboundBody::ClientBody => b.body(client_body.clone()),
-    }
+    Ok(match (req.body, client) {
+        (OutboundBody::Bytes(bytes), _) if bytes.is_empty() => b,
+        (OutboundBody::Bytes(bytes), _) => b.body(bytes),
+        (OutboundBody::ClientBody, ClientPayload::Bytes(body)) => b.body(body.clone()),
+        (OutboundBody::ClientForm(set), ClientPayload::Form(form)) => {
+            b.multipart(form.upstream(&set))
+        }
+        (OutboundBody::ClientBody, ClientPayload::Form(_)) => {
+            return Err(ApiError::Adapter(
+                "it asked for the client's raw body, but the request is a form (use client-form)"
+                    .into(),
+            ))
+        }
+        (OutboundBody::ClientForm(_), ClientPayload::Bytes(_)) => {
+            return Err(ApiError::Adapter(
+                "it asked to send the client's form, but the client sent no form".into(),
+            ))
+        }
+    })
 }
 
 /// Sends and waits for the response head, at most `timeout`.

@@ -374,12 +374,18 @@ async fn submit_upstream(state: &SharedState, task: &VideoTask) -> Step {
                 .await
                 .map_err(|e| e.to_string())?;
             let out = s.build_submit(&req).await.map_err(|e| e.to_string())?;
-            let resp = upstream::send(
-                upstream::build(&state.http, &ch, plugin.auth, out, &bytes::Bytes::new()),
-                state.config.video.content_timeout,
+            let empty = bytes::Bytes::new();
+            let built = upstream::build(
+                &state.http,
+                &ch,
+                plugin.auth,
+                out,
+                upstream::ClientPayload::Bytes(&empty),
             )
-            .await
             .map_err(|e| e.to_string())?;
+            let resp = upstream::send(built, state.config.video.content_timeout)
+                .await
+                .map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
             let body = resp.bytes().await.map_err(|e| upstream::describe(&e))?;
             s.parse_submit(status, &body)
@@ -417,12 +423,18 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
             .await
             .map_err(|e| e.to_string())?;
         let out = s.build_poll(upstream_id).await.map_err(|e| e.to_string())?;
-        let resp = upstream::send(
-            upstream::build(&state.http, ch, plugin.auth, out, &bytes::Bytes::new()),
-            state.config.video.content_timeout,
+        let empty = bytes::Bytes::new();
+        let built = upstream::build(
+            &state.http,
+            ch,
+            plugin.auth,
+            out,
+            upstream::ClientPayload::Bytes(&empty),
         )
-        .await
         .map_err(|e| e.to_string())?;
+        let resp = upstream::send(built, state.config.video.content_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
         let body = read_answer(state, resp).await?;
         s.parse_poll(status, &body).await.map_err(|e| e.to_string())

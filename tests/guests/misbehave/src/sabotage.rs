@@ -4,7 +4,9 @@
 
 use std::hint::black_box;
 
-use gateway_guest_sdk::bindings::types::{Header, RequestBody, Translated, UpstreamRequest};
+use gateway_guest_sdk::bindings::types::{
+    AnswerMode, Header, RequestBody, Translated, UpstreamRequest,
+};
 
 /// Spins until the host's epoch deadline interrupts it.
 pub fn spin_forever() -> ! {
@@ -46,6 +48,7 @@ pub fn garbage_request() -> UpstreamRequest {
             value: "x".to_owned(),
         }],
         body: RequestBody::Bytes(vec![0xFF; 4]),
+        answer: AnswerMode::Translate,
         state: String::new(),
     }
 }
