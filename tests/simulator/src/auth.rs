@@ -7,6 +7,10 @@
 //! Anthropic 401 (`invalid_api_key` / `authentication_error`), Gemini 400
 //! `INVALID_ARGUMENT` "API key not valid. Please pass a valid API key.", as
 //! Gemini itself does.
+//!
+//! The generated images under `/v1/images/files/` need no key: a vendor's
+//! image URL is a link the gateway hands to its own client, which has no
+//! vendor key.
 
 use std::sync::Arc;
 
@@ -34,8 +38,11 @@ pub async fn require_key(State(state): State<Arc<SimState>>, req: Request, next:
     next.run(req).await
 }
 
-/// The vendor routes: `/v1/...` and `/v1beta/...`.
+/// The vendor routes: `/v1/...` and `/v1beta/...`, except the image links.
 fn guarded(path: &str) -> bool {
+    if path.starts_with(crate::families::images::FILES_PREFIX) {
+        return false;
+    }
     ["/v1", "/v1beta"]
         .iter()
         .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
@@ -122,6 +129,8 @@ mod tests {
     fn only_vendor_routes_are_guarded() {
         assert!(guarded("/v1") && guarded("/v1/models") && guarded("/v1beta/models/x"));
         assert!(!guarded("/_sim/requests") && !guarded("/v1x") && !guarded("/"));
+        assert!(!guarded("/v1/images/files/img-0-1x1.png"));
+        assert!(guarded("/v1/images/generations"));
     }
 
     #[test]

@@ -150,6 +150,33 @@ impl ApiError {
         }
     }
 
+    /// "The account is out of money", as each vendor says it: OpenAI 429
+    /// `insufficient_quota`, Anthropic 400 about the credit balance, Gemini
+    /// 429 `RESOURCE_EXHAUSTED` about the quota.
+    pub fn out_of_quota(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::OpenAi => Self::insufficient_quota(StatusCode::TOO_MANY_REQUESTS),
+            Dialect::Anthropic => Self::invalid_request(
+                "Your credit balance is too low to access the Anthropic API.",
+                None,
+            )
+            .in_dialect(dialect),
+            Dialect::Gemini => {
+                let mut e = Self::for_status(429).in_dialect(dialect);
+                e.message =
+                    "You exceeded your current quota, please check your plan and billing details."
+                        .into();
+                e
+            }
+        }
+    }
+
+    /// The same error with another message.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// The same error in another vendor's envelope.
     pub fn in_dialect(mut self, dialect: Dialect) -> Self {
         self.dialect = dialect;

@@ -2,7 +2,8 @@
 //!
 //! A fault comes either from the queue (`SimServer::push_fault`,
 //! `POST /_sim/faults`) or from `[[sim:...]]` directives in the last user
-//! message. The queue wins: tests of retries and channel fail-over need the
+//! message (for the non-chat endpoints, in their text inputs:
+//! [`FaultDirectives`]). The queue wins: tests of retries and channel fail-over need the
 //! *same* prompt to fail on one attempt and succeed on the next, which a
 //! directive in the prompt cannot express.
 
@@ -10,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// A failure applied to one chat request.
+/// A failure applied to one chat (or other non-video vendor) request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Answer with this status and the vendor's usual error body.
@@ -96,28 +97,83 @@ pub fn scan_directives(text: &str, mut apply: impl FnMut(&str)) -> String {
     cleaned.trim().to_owned()
 }
 
-fn apply_item(item: &str, d: &mut Directives) {
-    let (key, value) = match item.split_once('=') {
+/// `key=value` → (`key`, `Some(value)`), `key` → (`key`, `None`), trimmed.
+fn split_item(item: &str) -> (&str, Option<&str>) {
+    match item.split_once('=') {
         Some((k, v)) => (k.trim(), Some(v.trim())),
-        None => (item, None),
-    };
+        None => (item.trim(), None),
+    }
+}
+
+/// Applies one of the fault items every vendor route shares (`status=NNN`,
+/// `hang`, `malformed`, `cut`, `truncate`, `latency_ms=N`); false when
+/// `key` is not one of them. A bad value is warned about and ignored.
+fn apply_fault_item(
+    key: &str,
+    value: Option<&str>,
+    latency: &mut Option<Duration>,
+    fault: &mut Option<Fault>,
+) -> bool {
     match (key, value) {
         ("status", Some(v)) => match parse_status(v) {
-            Some(fault) => d.fault = Some(fault),
-            None => tracing::warn!(item, "ignoring bad status directive"),
+            Some(f) => *fault = Some(f),
+            None => tracing::warn!(key, v, "ignoring bad status directive"),
         },
-        ("hang", None) => d.fault = Some(Fault::Hang),
-        ("malformed", None) => d.fault = Some(Fault::Malformed),
-        ("cut", None) => d.fault = Some(Fault::Cut),
+        ("hang", None) => *fault = Some(Fault::Hang),
+        ("malformed", None) => *fault = Some(Fault::Malformed),
+        ("cut", None) => *fault = Some(Fault::Cut),
+        ("truncate", None) => *fault = Some(Fault::Truncate),
         ("latency_ms", Some(v)) => match v.parse() {
-            Ok(ms) => d.latency = Some(Duration::from_millis(ms)),
-            Err(_) => tracing::warn!(item, "ignoring bad latency directive"),
+            Ok(ms) => *latency = Some(Duration::from_millis(ms)),
+            Err(_) => tracing::warn!(key, v, "ignoring bad latency directive"),
         },
+        _ => return false,
+    }
+    true
+}
+
+/// The fault directives of a non-chat request (embeddings, images, audio,
+/// rerank, moderation), gathered from each of its text inputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultDirectives {
+    pub latency: Option<Duration>,
+    /// A terminal fault (status, hang, malformed, cut; `truncate` is
+    /// accepted and changes nothing, as for a non-streamed chat answer).
+    pub fault: Option<Fault>,
+}
+
+impl FaultDirectives {
+    /// Removes the directives from `text` (returned cleaned, see
+    /// [`scan_directives`]) and keeps the fault items; every other item is
+    /// offered to `extra` as (key, value), which returns false for items it
+    /// does not know either (those are warned about and ignored). Later
+    /// items win, across calls too.
+    pub fn scan(
+        &mut self,
+        text: &str,
+        mut extra: impl FnMut(&str, Option<&str>) -> bool,
+    ) -> String {
+        scan_directives(text, |item| {
+            let (key, value) = split_item(item);
+            if !apply_fault_item(key, value, &mut self.latency, &mut self.fault)
+                && !extra(key, value)
+            {
+                tracing::warn!(item, "ignoring unknown sim directive");
+            }
+        })
+    }
+}
+
+fn apply_item(item: &str, d: &mut Directives) {
+    let (key, value) = split_item(item);
+    if apply_fault_item(key, value, &mut d.latency, &mut d.fault) {
+        return;
+    }
+    match (key, value) {
         ("chunk_delay_ms", Some(v)) => match v.parse() {
             Ok(ms) => d.chunk_delay = Some(Duration::from_millis(ms)),
             Err(_) => tracing::warn!(item, "ignoring bad chunk delay directive"),
         },
-        ("truncate", None) => d.fault = Some(Fault::Truncate),
         ("parallel", None) => d.parallel = true,
         ("refuse", None) => d.refuse = true,
         ("finish", Some(v)) if !v.is_empty() => d.finish = Some(v.to_owned()),
@@ -223,6 +279,33 @@ mod tests {
         assert!(d.parallel && d.refuse);
         assert_eq!(d.finish.as_deref(), Some("pause_turn"));
         assert_eq!(d.fault, Some(Fault::Truncate));
+    }
+
+    #[test]
+    fn fault_directives_keep_fault_items_and_offer_the_rest() {
+        let mut d = FaultDirectives::default();
+        let mut flags = Vec::new();
+        let text = d.scan(
+            "a [[sim:latency_ms=5, flag=hate]] b [[sim:status=503,parallel]]",
+            |key, value| {
+                flags.push((key.to_owned(), value.map(str::to_owned)));
+                key == "flag"
+            },
+        );
+        assert_eq!(text, "a  b");
+        assert_eq!(d.latency, Some(Duration::from_millis(5)));
+        assert_eq!(d.fault, Some(Fault::Status(503)));
+        assert_eq!(
+            flags,
+            [
+                ("flag".to_owned(), Some("hate".to_owned())),
+                ("parallel".to_owned(), None)
+            ]
+        );
+        // A second text adds to the same directives; later items win.
+        assert_eq!(d.scan("[[sim:cut]] c", |_, _| false), "c");
+        assert_eq!(d.fault, Some(Fault::Cut));
+        assert_eq!(d.latency, Some(Duration::from_millis(5)));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A deterministic fake of three AI vendors: OpenAI (chat completions),
 //! Anthropic (Messages) and Gemini (generateContent), answering from one
-//! protocol-neutral plan.
+//! protocol-neutral plan; plus OpenAI-style embeddings, images, speech,
+//! transcription, rerank and moderation, Gemini embeddings, and a video
+//! task API.
 //!
 //! Used in-process by the gateway's end-to-end tests (through [`start`]) and
 //! as a process by the demo and SDK tests (the `upstream-sim` binary).
@@ -19,6 +21,34 @@
 //!   `GET /v1/video/tasks/{id}/content` (documented in `src/video/mod.rs`;
 //!   its pace is [`SimOptions::video`]).
 //!
+//! The other endpoints, each one non-streamed call (the shared rules —
+//! tokens, directives, faults, records — are in `src/families/mod.rs`,
+//! each endpoint's own in its module):
+//! - `POST /v1/embeddings` (`src/families/embeddings.rs`): unit vectors
+//!   ([`embedding_vector`]) seeded by FNV-1a of each input, 1536 long unless
+//!   `dimensions`, float or base64; usage = the inputs' words (or ids).
+//! - `POST /v1beta/models/{model}:embedContent` and `:batchEmbedContents`
+//!   (`src/families/gemini_embed.rs`): the same vectors, 3072 long unless
+//!   `outputDimensionality`; no usage.
+//! - `POST /v1/images/generations` (`src/families/images.rs`): real PNGs
+//!   of the requested size / 16, a gradient coloured from FNV-1a of the
+//!   prompt; as `b64_json` or as links `GET /v1/images/files/{id}.png`
+//!   (no key needed, no state kept).
+//! - `POST /v1/audio/speech` (`src/families/audio/`): real silent mp3, opus
+//!   (Ogg), aac (ADTS), flac, wav or pcm lasting max(0.5 s, 60 ms per
+//!   character) / speed.
+//! - `POST /v1/audio/transcriptions` (`src/families/audio/transcribe.rs`):
+//!   multipart, read as a stream (up to 128 MiB, never kept in memory nor in
+//!   the record, which holds a summary of the form instead); "Simulated
+//!   transcription of S seconds of audio." in json, text, srt, vtt or
+//!   verbose_json, S exact for WAV, else size / 16 000 bytes per second.
+//! - `POST /v1/rerank` (`src/families/rerank.rs`): Jina / Cohere shape;
+//!   score ([`rerank_score`]) = 0.99 × query-word overlap + a hash
+//!   tie-breaker below 0.01.
+//! - `POST /v1/moderations` (`src/families/moderation.rs`): every OpenAI
+//!   category; flagged by `[[sim:flag]]` / `[[sim:flag=CATEGORY]]` or the
+//!   word `violence` (score 0.9).
+//!
 //! Auth: when [`SimOptions::api_key`] is set, each vendor's routes need the
 //! key in that vendor's scheme — `x-api-key: <key>` on `/v1/messages` (a
 //! bearer token is refused there), `x-goog-api-key: <key>` or `?key=<key>`
@@ -32,11 +62,13 @@
 //!
 //! Control routes (no auth, not recorded):
 //! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
-//!   value}, body, usage}` (`body_base64` instead of `body` when not UTF-8);
+//!   value}, body, usage}` (`body_base64` instead of `body` when not UTF-8;
+//!   a transcription upload's body is a JSON summary of its form);
 //!   `usage` is what the answer reported, in the vendor's shape (OpenAI
-//!   `usage`, Anthropic's final `usage`, Gemini `usageMetadata`), or null
+//!   `usage`, Anthropic's final `usage`, Gemini `usageMetadata`; the
+//!   `usage` of embeddings, rerank and json transcriptions), or null
 //!   (errors, faults, OpenAI streams without `include_usage`, answers still
-//!   in flight).
+//!   in flight, endpoints that report none).
 //! - `DELETE /_sim/requests`: forget them.
 //! - `POST /_sim/faults`: queue a fault, `{"fault": "status", "status": 429,
 //!   "count": 1}`; `fault` is one of `status` (`status` may also be
@@ -73,14 +105,21 @@
 //!   comments between events (not for Gemini, which never sends comments).
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
 //!
-//! A queued fault is consumed by the next valid chat request (of any
-//! protocol) and replaces any fault or latency directive of that request
-//! (framing directives stay).
+//! The other endpoints (embeddings, images, audio, rerank, moderation)
+//! read the fault directives `status`, `hang`, `latency_ms`, `malformed`
+//! and `cut` from their text inputs (see `src/families/mod.rs`);
+//! moderation adds `flag`. The video API has its own directives.
+//!
+//! A queued fault is consumed by the next valid request to a chat endpoint
+//! (of any protocol) or one of the other non-video endpoints, and replaces
+//! any fault or latency directive of that request (framing directives
+//! stay).
 
 mod auth;
 mod chat;
 mod control;
 mod errors;
+mod families;
 mod faults;
 mod models;
 mod record;
@@ -94,7 +133,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum::extract::{DefaultBodyLimit, OriginalUri};
+use axum::extract::{DefaultBodyLimit, OriginalUri, Path, RawQuery, State};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::serve::ListenerExt as _;
@@ -105,6 +144,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use chat::anthropic::signature as anthropic_signature;
 pub use chat::gemini::signature as gemini_signature;
+pub use families::embeddings::vector as embedding_vector;
+pub use families::rerank::score as rerank_score;
 pub use faults::Fault;
 pub use record::Recorded;
 pub use video::VideoSpeed;
@@ -123,6 +164,9 @@ pub struct SimOptions {
 /// Shared by every handler of one server.
 pub(crate) struct SimState {
     api_key: Option<String>,
+    /// `http://IP:PORT` of this server, for links when a request has no
+    /// `Host`.
+    root: String,
     recorder: record::Recorder,
     faults: faults::FaultQueue,
     shutdown: CancellationToken,
@@ -160,6 +204,7 @@ pub async fn start(addr: SocketAddr, opts: SimOptions) -> anyhow::Result<SimServ
     let addr = listener.local_addr()?;
     let state = Arc::new(SimState {
         api_key: opts.api_key,
+        root: root_url(addr),
         recorder: record::Recorder::default(),
         faults: faults::FaultQueue::default(),
         shutdown: CancellationToken::new(),
@@ -195,10 +240,18 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/v1/models", get(models::list))
         .route("/v1/chat/completions", post(chat::openai::completions))
         .route("/v1/messages", post(chat::anthropic::messages))
+        .route("/v1beta/models/{model_action}", post(gemini_models))
+        .route("/v1/embeddings", post(families::embeddings::create))
+        .route("/v1/images/generations", post(families::images::generate))
+        .route("/v1/images/files/{file}", get(families::images::file))
+        .route("/v1/audio/speech", post(families::audio::speech))
         .route(
-            "/v1beta/models/{model_action}",
-            post(chat::gemini::generate),
+            "/v1/audio/transcriptions",
+            post(families::audio::transcribe::transcribe)
+                .layer(DefaultBodyLimit::max(record::MAX_UPLOAD)),
         )
+        .route("/v1/rerank", post(families::rerank::rerank))
+        .route("/v1/moderations", post(families::moderation::moderate))
         .route("/v1/video/tasks", post(video::submit))
         .route("/v1/video/tasks/{id}", get(video::poll))
         .route("/v1/video/tasks/{id}/content", get(video::content))
@@ -215,6 +268,36 @@ fn router(state: Arc<SimState>) -> Router {
         .merge(vendor)
         .layer(DefaultBodyLimit::max(record::MAX_BODY))
         .with_state(state)
+}
+
+/// `POST /v1beta/models/{model}:{action}`: the embedding actions, else
+/// the chat ones (which answer 404 to anything else).
+async fn gemini_models(
+    State(state): State<Arc<SimState>>,
+    Path(model_action): Path<String>,
+    query: RawQuery,
+    body: bytes::Bytes,
+) -> axum::response::Response {
+    match model_action.rsplit_once(':') {
+        Some((model, "embedContent")) => {
+            families::gemini_embed::embed(state, model, &body, false).await
+        }
+        Some((model, "batchEmbedContents")) => {
+            families::gemini_embed::embed(state, model, &body, true).await
+        }
+        _ => chat::gemini::generate(State(state), Path(model_action), query, body).await,
+    }
+}
+
+/// `http://IP:PORT` for `addr`, a wildcard address shown as loopback.
+fn root_url(mut addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{addr}")
 }
 
 async fn not_found(OriginalUri(uri): OriginalUri) -> axum::response::Response {
@@ -235,14 +318,7 @@ impl SimServer {
 
     /// `http://IP:PORT/v1`, with a wildcard bind address shown as loopback.
     pub fn base_url(&self) -> String {
-        let mut addr = self.addr;
-        if addr.ip().is_unspecified() {
-            addr.set_ip(match addr {
-                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-            });
-        }
-        format!("http://{addr}/v1")
+        format!("{}/v1", root_url(self.addr))
     }
 
     /// Every request received (rejected ones too), oldest first; only the
@@ -255,7 +331,8 @@ impl SimServer {
         self.state.recorder.clear();
     }
 
-    /// The next `count` chat requests get `fault` (after earlier queued ones).
+    /// The next `count` chat requests (or embeddings, images, audio, rerank
+    /// or moderation requests) get `fault` (after earlier queued ones).
     pub fn push_fault(&self, fault: Fault, count: usize) {
         self.state.faults.push(fault, count);
     }

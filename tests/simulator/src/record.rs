@@ -21,6 +21,22 @@ pub const MAX_RECORDED: usize = 10_000;
 /// chat vendor comes close.
 pub const MAX_BODY: usize = 32 * 1024 * 1024;
 
+/// The largest upload accepted on a [streamed upload](STREAMED_UPLOADS)
+/// route.
+pub const MAX_UPLOAD: usize = 128 * 1024 * 1024;
+
+/// Routes whose body is a (possibly large) upload that their handler reads
+/// as a stream: the middleware records them with an empty body, never
+/// buffering it, and the handler replaces that with a summary of what it
+/// read ([`Recorder::set_body`]), so a 100 MB audio file is never held in
+/// memory, nor kept in the record.
+pub const STREAMED_UPLOADS: [&str; 1] = ["/v1/audio/transcriptions"];
+
+/// A request extension: the request's sequence number in the record, for
+/// handlers that amend their record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordSeq(pub u64);
+
 /// One request as received, and the usage the simulator reported for it.
 #[derive(Clone, Debug)]
 pub struct Recorded {
@@ -81,6 +97,13 @@ impl Recorder {
         }
     }
 
+    /// Replaces the body recorded for request `seq` (if still kept).
+    pub fn set_body(&self, seq: u64, body: Bytes) {
+        if let Some((_, r)) = lock(&self.list).iter_mut().rev().find(|(s, _)| *s == seq) {
+            r.body = body;
+        }
+    }
+
     pub fn snapshot(&self) -> Vec<Recorded> {
         lock(&self.list).iter().map(|(_, r)| r.clone()).collect()
     }
@@ -90,15 +113,8 @@ impl Recorder {
     }
 }
 
-/// Middleware: buffers the body, records the request, and hands an
-/// identical request on. Runs before auth so rejected requests are seen too.
-pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    let (bytes, failed) = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => (b, false),
-        Err(_) => (Bytes::new(), true),
-    };
-    let seq = state.recorder.push(Recorded {
+fn received(parts: &axum::http::request::Parts, body: Bytes) -> Recorded {
+    Recorded {
         method: parts.method.as_str().to_owned(),
         path: parts
             .uri
@@ -114,17 +130,39 @@ pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next
                 )
             })
             .collect(),
-        body: bytes.clone(),
+        body,
         usage: None,
-    });
-    if failed {
-        return ApiError::invalid_request("The request body could not be read.", None)
-            .in_dialect(Dialect::for_path(parts.uri.path()))
-            .into_response();
     }
-    let resp = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+}
+
+/// Middleware: buffers the body, records the request, and hands an
+/// identical request on (with a [`RecordSeq`]). Runs before auth so rejected
+/// requests are seen too. [Streamed uploads](STREAMED_UPLOADS) pass through
+/// unbuffered.
+pub async fn record(State(state): State<Arc<SimState>>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let (seq, resp) = if STREAMED_UPLOADS.contains(&parts.uri.path()) {
+        let seq = state.recorder.push(received(&parts, Bytes::new()));
+        parts.extensions.insert(RecordSeq(seq));
+        (seq, next.run(Request::from_parts(parts, body)).await)
+    } else {
+        let (bytes, failed) = match axum::body::to_bytes(body, MAX_BODY).await {
+            Ok(b) => (b, false),
+            Err(_) => (Bytes::new(), true),
+        };
+        let seq = state.recorder.push(received(&parts, bytes.clone()));
+        if failed {
+            return ApiError::invalid_request("The request body could not be read.", None)
+                .in_dialect(Dialect::for_path(parts.uri.path()))
+                .into_response();
+        }
+        parts.extensions.insert(RecordSeq(seq));
+        (
+            seq,
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await,
+        )
+    };
     if let Some(ReportedUsage(usage)) = resp.extensions().get::<ReportedUsage>() {
         state.recorder.set_usage(seq, usage.clone());
     }

@@ -85,7 +85,7 @@ fn invalid(msg: &str) -> ApiError {
 }
 
 /// `camel` of an object, or its snake_case spelling; null counts as absent.
-fn key<'a>(v: &'a Value, camel: &str) -> Option<&'a Value> {
+pub(crate) fn key<'a>(v: &'a Value, camel: &str) -> Option<&'a Value> {
     let o = v.as_object()?;
     if let Some(x) = o.get(camel).filter(|x| !x.is_null()) {
         return Some(x);

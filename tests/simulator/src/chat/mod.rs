@@ -125,7 +125,7 @@ pub mod request;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
@@ -207,7 +207,7 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
                 .in_dialect(dialect)
                 .into_response()
         }
-        Some(Fault::InsufficientQuota) => return quota_error(dialect).into_response(),
+        Some(Fault::InsufficientQuota) => return ApiError::out_of_quota(dialect).into_response(),
         Some(Fault::Hang) => {
             state.shutdown.cancelled().await;
             return ApiError::shutting_down()
@@ -277,27 +277,6 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
     resp
 }
 
-/// "The account is out of money", as each vendor says it: OpenAI 429
-/// `insufficient_quota`, Anthropic 400 about the credit balance, Gemini 429
-/// `RESOURCE_EXHAUSTED` about the quota.
-fn quota_error(dialect: Dialect) -> ApiError {
-    match dialect {
-        Dialect::OpenAi => ApiError::insufficient_quota(StatusCode::TOO_MANY_REQUESTS),
-        Dialect::Anthropic => ApiError::invalid_request(
-            "Your credit balance is too low to access the Anthropic API.",
-            None,
-        )
-        .in_dialect(dialect),
-        Dialect::Gemini => {
-            let mut e = ApiError::for_status(429).in_dialect(dialect);
-            e.message =
-                "You exceeded your current quota, please check your plan and billing details."
-                    .into();
-            e
-        }
-    }
-}
-
 /// A 200 whose body breaks mid-JSON, in the protocol's own framing: OpenAI
 /// `data: {not json` then `[DONE]`; Anthropic a `message_start` event with
 /// `{not json` then `message_stop`; Gemini `data: {not json` alone.
@@ -343,7 +322,7 @@ fn json_response(body: Body) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
