@@ -245,6 +245,8 @@ cat <<EOF
    models     gpt-4o-mini (OpenAI adapter), claude-sonnet-4-5 (Anthropic adapter),
               gemini-2.5-flash (Gemini adapter), deepseek-reasoner (reasoning_content), qwen-plus;
               any client protocol reaches any of them;
+              text-embedding-3-small, gemini-embedding-001, gpt-image-1, tts-1, whisper-1,
+              omni-moderation-latest, rerank-v1;
               video: video-fast, video-quality, video-pro (demo tasks take ~20 s)
 
  Chat:
@@ -289,6 +291,18 @@ cat <<EOF
 
    curl -sN $BASE/v1/responses -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
      -d '{"model": "claude-sonnet-4-5", "input": "Hello!", "stream": true}'
+
+ Embeddings, images, speech, rerank (more in the README):
+
+   curl -s $BASE/v1/embeddings -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "text-embedding-3-small", "input": "Hello!", "dimensions": 4, "encoding_format": "float"}'
+   curl -s $BASE/v1/images/generations -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "gpt-image-1", "prompt": "an otter", "response_format": "url"}'
+   curl -s -o hello.wav $BASE/v1/audio/speech -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "tts-1", "input": "Hello!", "voice": "alloy", "response_format": "wav"}'
+   curl -s $BASE/v1/audio/transcriptions -H "Authorization: Bearer $API_KEY" -F model=whisper-1 -F file=@hello.wav
+   curl -s $BASE/v1/rerank -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+     -d '{"model": "rerank-v1", "query": "capital of France", "documents": ["Berlin", "Paris is the capital of France"]}'
 
  Video (submit, poll until "completed", download):
 

@@ -75,6 +75,7 @@ impl Default for Setup {
                 ("adapters", "openai"),
                 ("adapters", "anthropic"),
                 ("adapters", "gemini"),
+                ("adapters", "rerank"),
                 ("adapters", "genvideo"),
             ],
             default_models: true,
@@ -179,6 +180,71 @@ name = "thinker"
 input_price = "1"
 output_price = "2"
 policies = ["keep-thinking", "drop-sampling"]
+
+[[channels]]
+name = "sim-families"
+adapter = "openai"
+base_url = "{sim_url}"
+key = "env:E2E_SIM_KEY"
+models = ["text-embedding-3-small", "gpt-image-1", "tts-1", "whisper-1", "omni-moderation-latest"]
+model_map = {{ "text-embedding-3-small" = "sim-embed", "gpt-image-1" = "sim-image", "tts-1" = "sim-tts", "whisper-1" = "sim-whisper", "omni-moderation-latest" = "sim-moderation" }}
+
+[[channels]]
+name = "sim-gemini-embed"
+adapter = "gemini"
+base_url = "{sim_root}"
+key = "env:E2E_SIM_KEY"
+models = ["gemini-embedding-001"]
+model_map = {{ "gemini-embedding-001" = "sim-gemini-embed" }}
+
+[[channels]]
+name = "sim-rerank"
+adapter = "rerank"
+base_url = "{sim_url}"
+key = "env:E2E_SIM_KEY"
+models = ["rerank-v1"]
+model_map = {{ "rerank-v1" = "sim-rerank" }}
+
+[[models]]
+name = "text-embedding-3-small"
+input_price = "0.14"
+output_price = "0"
+
+[[models]]
+name = "gemini-embedding-001"
+input_price = "0.1"
+output_price = "0"
+
+[[models]]
+name = "gpt-image-1"
+input_price = "0"
+output_price = "0"
+image_price = "0.3"
+image_prices = {{ "1024x1024/hd" = "0.6" }}
+
+[[models]]
+name = "tts-1"
+input_price = "0"
+output_price = "0"
+character_price = "105"
+
+[[models]]
+name = "whisper-1"
+input_price = "0"
+output_price = "0"
+audio_minute_price = "0.042"
+
+[[models]]
+name = "omni-moderation-latest"
+input_price = "0"
+output_price = "0"
+request_price = "0.01"
+
+[[models]]
+name = "rerank-v1"
+input_price = "0.1"
+output_price = "0"
+search_unit_price = "0.014"
 
 [[channels]]
 name = "sim-video"
