@@ -11,6 +11,11 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use axum::response::{IntoResponse, Response};
+
+use crate::errors::{ApiError, Dialect};
+use crate::SimState;
+
 /// A failure applied to one chat (or other non-video vendor) request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -233,6 +238,46 @@ impl FaultQueue {
 /// half-updated in a way that matters, so poisoning is ignored.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Applies one call's faults: the queued one if there is one (it replaces
+/// whatever the request asked for), else the request's own `latency` and
+/// `fault`. Waits out a latency; answers a status, an exhausted quota or a
+/// hang itself (`Err`: the response that replaces the answer). Otherwise
+/// returns the fault left for the caller to shape its answer with
+/// (malformed, cut, truncate).
+pub(crate) async fn apply(
+    state: &SimState,
+    dialect: Dialect,
+    latency: Option<Duration>,
+    fault: Option<Fault>,
+) -> Result<Option<Fault>, Response> {
+    let (latency, fault) = match state.faults.pop() {
+        Some(Fault::Latency(d)) => (Some(d), None),
+        Some(queued) => (None, Some(queued)),
+        None => (latency, fault),
+    };
+    let gone = || {
+        ApiError::shutting_down()
+            .in_dialect(dialect)
+            .into_response()
+    };
+    if let Some(delay) = latency {
+        if !state.wait(delay).await {
+            return Err(gone());
+        }
+    }
+    match fault {
+        Some(Fault::Status(status)) => Err(ApiError::for_status(status)
+            .in_dialect(dialect)
+            .into_response()),
+        Some(Fault::InsufficientQuota) => Err(ApiError::out_of_quota(dialect).into_response()),
+        Some(Fault::Hang) => {
+            state.shutdown.cancelled().await;
+            Err(gone())
+        }
+        other => Ok(other),
+    }
 }
 
 #[cfg(test)]

@@ -8,29 +8,14 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use upstream_sim::{Fault, SimOptions, SimServer};
+use upstream_sim::{Fault, SimServer};
 
-const KEY: &str = "sk-sim-test";
+mod common;
+use common::{sim, within, KEY};
 
 /// Every test is bounded: a regression must fail, not hang CI.
 async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(60), f).await {
-        Ok(v) => v,
-        Err(_) => panic!("test timed out"),
-    }
-}
-
-async fn sim() -> SimServer {
-    let addr = "127.0.0.1:0".parse().expect("addr");
-    upstream_sim::start(
-        addr,
-        SimOptions {
-            api_key: Some(KEY.into()),
-            ..SimOptions::default()
-        },
-    )
-    .await
-    .expect("start simulator")
+    within(60, f).await
 }
 
 fn post(sim: &SimServer, path: &str, body: &Value) -> reqwest::RequestBuilder {

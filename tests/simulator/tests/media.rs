@@ -4,25 +4,21 @@
 //! saying so, when ffprobe is not installed.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use upstream_sim::{SimOptions, SimServer};
 
+mod common;
+use common::{start, within, TempFile};
+
 async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(60), f).await {
-        Ok(v) => v,
-        Err(_) => panic!("test timed out"),
-    }
+    within(60, f).await
 }
 
+/// A simulator that wants no key.
 async fn sim() -> SimServer {
-    let addr = "127.0.0.1:0".parse().expect("addr");
-    upstream_sim::start(addr, SimOptions::default())
-        .await
-        .expect("start simulator")
+    start(SimOptions::default()).await
 }
 
 fn have_ffprobe(what: &str) -> bool {
@@ -34,38 +30,9 @@ fn have_ffprobe(what: &str) -> bool {
     found
 }
 
-/// Runs a tool; its stdout and stderr.
+/// Runs a tool that must be installed; its stdout and stderr.
 fn run(tool: &str, args: &[&str]) -> (String, String) {
-    let out = Command::new(tool)
-        .args(args)
-        .output()
-        .expect("run the tool");
-    assert!(out.status.success(), "{tool} {args:?} failed: {out:?}");
-    (
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-    )
-}
-
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn write(name: &str, bytes: &[u8]) -> Self {
-        let path =
-            std::env::temp_dir().join(format!("upstream-sim-media-{}-{name}", std::process::id()));
-        std::fs::write(&path, bytes).expect("write temp file");
-        Self(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("utf-8 temp path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    common::run(tool, args).expect("run the tool")
 }
 
 async fn speech(sim: &SimServer, input: &str, format: &str, speed: f64) -> Vec<u8> {

@@ -4,21 +4,10 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use upstream_sim::{SimOptions, SimServer};
+use upstream_sim::SimServer;
 
-const KEY: &str = "sk-sim-test";
-
-async fn sim() -> SimServer {
-    upstream_sim::start(
-        "127.0.0.1:0".parse().expect("addr"),
-        SimOptions {
-            api_key: Some(KEY.into()),
-            ..SimOptions::default()
-        },
-    )
-    .await
-    .expect("start simulator")
-}
+mod common;
+use common::{sim, KEY};
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder()

@@ -2,34 +2,26 @@
 //! the MP4 it serves checked with the real ffprobe/ffmpeg when installed.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use upstream_sim::{SimOptions, SimServer, VideoSpeed};
 
-const KEY: &str = "sk-sim-test";
+mod common;
+use common::{run, start, within, TempFile, KEY};
 
 /// Every test is bounded: a regression must fail, not hang CI.
 async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(Duration::from_secs(20), f).await {
-        Ok(v) => v,
-        Err(_) => panic!("test timed out"),
-    }
+    within(20, f).await
 }
 
 async fn sim_with(video: VideoSpeed) -> SimServer {
-    let addr = "127.0.0.1:0".parse().expect("addr");
-    upstream_sim::start(
-        addr,
-        SimOptions {
-            api_key: Some(KEY.into()),
-            video,
-        },
-    )
+    start(SimOptions {
+        api_key: Some(KEY.into()),
+        video,
+    })
     .await
-    .expect("start simulator")
 }
 
 async fn sim() -> SimServer {
@@ -327,39 +319,7 @@ async fn timed_tasks_follow_the_clock() {
     .await;
 }
 
-/// Runs a tool and returns its stdout and stderr, or `None` when it is not
-/// installed.
-fn run(tool: &str, args: &[&str]) -> Option<(String, String)> {
-    let out = Command::new(tool).args(args).output().ok()?;
-    assert!(out.status.success(), "{tool} {args:?} failed: {out:?}");
-    Some((
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-    ))
-}
-
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn write(name: &str, bytes: &[u8]) -> Self {
-        let path = std::env::temp_dir().join(format!("upstream-sim-{}-{name}", std::process::id()));
-        std::fs::write(&path, bytes).expect("write temp file");
-        Self(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("utf-8 temp path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn probe(file: &Path, what: &str) -> Option<String> {
-    let file = file.to_str().expect("utf-8 temp path");
+fn probe(file: &str, what: &str) -> Option<String> {
     run(
         "ffprobe",
         &[
@@ -415,7 +375,7 @@ async fn served_mp4s_play_for_the_requested_seconds() {
             assert!(streams.contains("codec_name=h264"), "{streams}");
             assert!(errors.is_empty(), "ffprobe errors: {errors}");
 
-            let stream = probe(&file.0, "stream=width,height,nb_read_frames").expect("ffprobe");
+            let stream = probe(file.path(), "stream=width,height,nb_read_frames").expect("ffprobe");
             assert_eq!(stream, format!("{want_dims},{}", seconds * 4));
 
             let (_, decode_errors) =

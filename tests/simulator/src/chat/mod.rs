@@ -131,8 +131,8 @@ use axum::Json;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::errors::{ApiError, Dialect};
-use crate::faults::{Fault, Framing};
+use crate::errors::Dialect;
+use crate::faults::{self, Fault, Framing};
 use crate::record::ReportedUsage;
 use crate::sse::{self, Out};
 use crate::SimState;
@@ -181,43 +181,27 @@ const CUT_AFTER: usize = 4;
 /// the response for the record.
 pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> Response {
     let dialect = wire.dialect();
-    // A queued fault replaces whatever the prompt's directives asked for.
-    let (latency, fault) = match state.faults.pop() {
-        Some(Fault::Latency(d)) => (Some(d), None),
-        Some(fault) => (None, Some(fault)),
-        None => (req.directives.latency, req.directives.fault.clone()),
+    let fault = match faults::apply(
+        state,
+        dialect,
+        req.directives.latency,
+        req.directives.fault.clone(),
+    )
+    .await
+    {
+        Ok(fault) => fault,
+        Err(refused) => return refused,
     };
-    if let Some(delay) = latency {
-        if !state.wait(delay).await {
-            return ApiError::shutting_down()
-                .in_dialect(dialect)
-                .into_response();
-        }
-    }
     let mut framing = req.directives.framing;
     if dialect == Dialect::Gemini {
         // Gemini never sends comments (its SDK refuses them).
         framing.comments = false;
     }
-    let (mut cut, mut truncate) = (false, false);
-    match fault {
-        None | Some(Fault::Latency(_)) => {}
-        Some(Fault::Status(status)) => {
-            return ApiError::for_status(status)
-                .in_dialect(dialect)
-                .into_response()
-        }
-        Some(Fault::InsufficientQuota) => return ApiError::out_of_quota(dialect).into_response(),
-        Some(Fault::Hang) => {
-            state.shutdown.cancelled().await;
-            return ApiError::shutting_down()
-                .in_dialect(dialect)
-                .into_response();
-        }
-        Some(Fault::Malformed) => return malformed(state, req.stream, framing, wire),
-        Some(Fault::Cut) => cut = true,
-        Some(Fault::Truncate) => truncate = req.stream,
+    if fault == Some(Fault::Malformed) {
+        return malformed(state, req.stream, framing, wire);
     }
+    let cut = fault == Some(Fault::Cut);
+    let truncate = fault == Some(Fault::Truncate) && req.stream;
 
     let plan = plan::plan(&req);
     let n = state.next_chat_id();

@@ -74,7 +74,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::errors::{ApiError, Dialect};
-use crate::faults::{Fault, FaultDirectives};
+use crate::faults::{self, Fault, FaultDirectives};
 use crate::record::ReportedUsage;
 use crate::{sse, SimState};
 
@@ -123,37 +123,12 @@ pub(crate) async fn deliver(
     directives: &FaultDirectives,
     reply: impl FnOnce() -> Result<Reply, ApiError>,
 ) -> Response {
-    // A queued fault replaces whatever the request's directives asked for.
-    let (latency, fault) = match state.faults.pop() {
-        Some(Fault::Latency(d)) => (Some(d), None),
-        Some(fault) => (None, Some(fault)),
-        None => (directives.latency, directives.fault.clone()),
-    };
-    if let Some(delay) = latency {
-        if !state.wait(delay).await {
-            return ApiError::shutting_down()
-                .in_dialect(dialect)
-                .into_response();
-        }
-    }
-    let (mut malformed, mut cut) = (false, false);
-    match fault {
-        None | Some(Fault::Latency(_)) | Some(Fault::Truncate) => {}
-        Some(Fault::Status(status)) => {
-            return ApiError::for_status(status)
-                .in_dialect(dialect)
-                .into_response()
-        }
-        Some(Fault::InsufficientQuota) => return ApiError::out_of_quota(dialect).into_response(),
-        Some(Fault::Hang) => {
-            state.shutdown.cancelled().await;
-            return ApiError::shutting_down()
-                .in_dialect(dialect)
-                .into_response();
-        }
-        Some(Fault::Malformed) => malformed = true,
-        Some(Fault::Cut) => cut = true,
-    }
+    let fault =
+        match faults::apply(state, dialect, directives.latency, directives.fault.clone()).await {
+            Ok(fault) => fault,
+            Err(refused) => return refused,
+        };
+    let (malformed, cut) = (fault == Some(Fault::Malformed), fault == Some(Fault::Cut));
     let reply = match reply() {
         Ok(r) => r,
         Err(e) => return e.in_dialect(dialect).into_response(),
