@@ -101,31 +101,24 @@ pub fn diff(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
 }
 
 fn usage_json(u: &Option<Usage>) -> Value {
-    match u {
-        None => Value::Null,
-        Some(u) => json!({
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-            "cache_read_tokens": u.cache_read_tokens,
-            "cache_write_tokens": u.cache_write_tokens,
-            "reasoning_tokens": u.reasoning_tokens,
-        })
-        .as_object()
-        .cloned()
-        .map(|mut o| {
-            // Listed only when there are any, so chat fixtures stay short.
-            if !u.meters.is_empty() {
-                let meters: Vec<Value> = u
-                    .meters
-                    .iter()
-                    .map(|m| json!({"kind": format!("{:?}", m.kind), "quantity": m.quantity, "detail": m.detail}))
-                    .collect();
-                o.insert("meters".into(), json!(meters));
-            }
-            Value::Object(o)
-        })
-        .unwrap_or(Value::Null),
+    let Some(u) = u else { return Value::Null };
+    let mut v = json!({
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+    });
+    // Listed only when there are any, so chat fixtures stay short.
+    if !u.meters.is_empty() {
+        let meters: Vec<Value> = u
+            .meters
+            .iter()
+            .map(|m| json!({"kind": format!("{:?}", m.kind), "quantity": m.quantity, "detail": m.detail}))
+            .collect();
+        v["meters"] = json!(meters);
     }
+    v
 }
 
 /// A body as JSON when it is JSON, else as text.

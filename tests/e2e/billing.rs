@@ -25,7 +25,7 @@ pub async fn usage_row(env: &Env, request_id: &str) -> Value {
     panic!("no usage row for {request_id}");
 }
 
-fn request_id(resp: &reqwest::Response) -> String {
+pub fn request_id(resp: &reqwest::Response) -> String {
     resp.headers()["x-request-id"].to_str().unwrap().to_string()
 }
 

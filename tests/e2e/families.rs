@@ -10,35 +10,47 @@
 //! minute, omni-moderation-latest 0.01 a request, rerank-v1 0.014 a search
 //! unit plus 0.1 / 1M tokens.
 
-use crate::billing::usage_row;
+use crate::billing::{request_id, usage_row};
 use crate::common::*;
 use base64::Engine;
 use serde_json::{json, Value};
 
-fn request_id(resp: &reqwest::Response) -> String {
-    resp.headers()["x-request-id"].to_str().unwrap().to_string()
+/// A fresh account with 10 CNY, a key for it, and the sum of what its
+/// calls were charged.
+struct Books {
+    account: String,
+    key: String,
+    spent: i64,
 }
 
-/// A fresh account with 10 CNY and a key for it.
-async fn funded(env: &Env) -> (String, String) {
-    let account = env.account("10").await;
-    let (_, key) = env.token_with(&account, json!({})).await;
-    (account, key)
-}
+impl Books {
+    async fn open(env: &Env) -> Books {
+        let account = env.account("10").await;
+        let (_, key) = env.token_with(&account, json!({})).await;
+        Books {
+            account,
+            key,
+            spent: 0,
+        }
+    }
 
-/// The usage row's cost, after checking the ledger still adds up.
-async fn charged(env: &Env, account: &str, request_id: &str) -> i64 {
-    let row = usage_row(env, request_id).await;
-    let (balance, sum) = env.balance(account).await;
-    assert_eq!(balance, sum, "the ledger adds up");
-    row["cost"].as_i64().unwrap()
-}
+    /// The call's cost, from its usage row, after checking the ledger still
+    /// adds up; counted as spent.
+    async fn charged(&mut self, env: &Env, request_id: &str) -> i64 {
+        let row = usage_row(env, request_id).await;
+        let (balance, sum) = env.balance(&self.account).await;
+        assert_eq!(balance, sum, "the ledger adds up");
+        let cost = row["cost"].as_i64().unwrap();
+        self.spent += cost;
+        cost
+    }
 
-/// The balance the account started with, minus everything charged so far.
-async fn assert_spent(env: &Env, account: &str, total: i64) {
-    let (balance, sum) = env.balance(account).await;
-    assert_eq!(balance, sum);
-    assert_eq!(balance, 5_000_000 - total, "10 CNY minus the charges");
+    /// The balance is the 10 CNY minus everything charged.
+    async fn check(&self, env: &Env) {
+        let (balance, sum) = env.balance(&self.account).await;
+        assert_eq!(balance, sum);
+        assert_eq!(balance, 5_000_000 - self.spent, "10 CNY minus the charges");
+    }
 }
 
 fn ceil_div(a: i64, b: i64) -> i64 {
@@ -48,8 +60,8 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() {
     let env = Env::start().await;
-    let (account, key) = funded(&env).await;
-    let mut total = 0;
+    let mut books = Books::open(&env).await;
+    let key = books.key.clone();
 
     let r = env
         .post(&key, "/v1/embeddings", json!({"model": "text-embedding-3-small", "input": ["hello big world", "hi"], "dimensions": 8}))
@@ -70,9 +82,8 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
     assert_eq!(sent.json().unwrap()["model"], "sim-embed");
     // Simulator: one token per word; 4 tokens at 70 000 quota per 1M.
     assert_eq!(v["usage"]["prompt_tokens"], 4);
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, ceil_div(4 * 70_000, 1_000_000));
-    total += cost;
 
     // base64, as the openai SDK asks by default: the same vector.
     let r = env
@@ -89,7 +100,7 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     assert_eq!(decoded, floats);
-    total += charged(&env, &account, &id).await;
+    books.charged(&env, &id).await;
 
     // An OpenAI client in front of the Gemini vendor (which reports no
     // usage: the adapter counts a token per four characters).
@@ -112,9 +123,8 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
         sent.path
     );
     assert_eq!(v["usage"]["prompt_tokens"], 4); // 15 characters
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, ceil_div(4 * 50_000, 1_000_000));
-    total += cost;
 
     // A Gemini client in front of the OpenAI vendor, single and batch.
     let r = env
@@ -135,7 +145,7 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
         .map(|x| x.as_f64().unwrap() as f32)
         .collect();
     assert_eq!(values, floats, "same text, same vector, whichever spelling");
-    total += charged(&env, &account, &id).await;
+    books.charged(&env, &id).await;
     let r = env
         .http
         .post(env.url("/v1beta/models/gemini-embedding-001:batchEmbedContents"))
@@ -151,7 +161,7 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
     let id = request_id(&r);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["embeddings"].as_array().unwrap().len(), 2);
-    total += charged(&env, &account, &id).await;
+    books.charged(&env, &id).await;
 
     // A vendor failure costs nothing, in the client's envelope.
     let r = env
@@ -164,16 +174,16 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
     let id = request_id(&r);
     let (code, _) = envelope(r, 502).await;
     assert_eq!(code, "upstream_error");
-    assert_eq!(charged(&env, &account, &id).await, 0);
-    assert_spent(&env, &account, total).await;
+    assert_eq!(books.charged(&env, &id).await, 0);
+    books.check(&env).await;
     env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
     let env = Env::start().await;
-    let (account, key) = funded(&env).await;
-    let mut total = 0;
+    let mut books = Books::open(&env).await;
+    let key = books.key.clone();
 
     let r = env
         .post(&key, "/v1/images/generations", json!({"model": "gpt-image-1", "prompt": "an otter", "n": 2, "size": "1024x1024", "quality": "hd", "response_format": "b64_json"}))
@@ -189,9 +199,8 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
         env.sim.requests().pop().unwrap().json().unwrap()["model"],
         "sim-image"
     );
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, 2 * 300_000, "two hd images at 0.6 CNY");
-    total += cost;
 
     let r = env
         .post(
@@ -204,9 +213,8 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
     let id = request_id(&r);
     let v: Value = r.json().await.unwrap();
     assert!(v["data"][0]["url"].as_str().unwrap().ends_with(".png"));
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, 150_000, "one standard image at 0.3 CNY");
-    total += cost;
 
     let input = "Today is a wonderful day";
     let r = env
@@ -221,10 +229,9 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
     let id = request_id(&r);
     let audio = r.bytes().await.unwrap();
     assert_eq!(&audio[..4], b"RIFF");
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     // 24 characters at 52 500 000 quota per 1M.
     assert_eq!(cost, ceil_div(24 * 52_500_000, 1_000_000));
-    total += cost;
 
     let r = env
         .post(
@@ -236,11 +243,11 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
     let id = request_id(&r);
     assert!(r.status().is_server_error());
     assert_eq!(
-        charged(&env, &account, &id).await,
+        books.charged(&env, &id).await,
         0,
         "a failed call costs nothing"
     );
-    assert_spent(&env, &account, total).await;
+    books.check(&env).await;
     env.stop().await;
 }
 
@@ -284,8 +291,8 @@ async fn transcribe(env: &Env, key: &str, format: &str, audio: Vec<u8>) -> reqwe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
     let env = Env::start().await;
-    let (account, key) = funded(&env).await;
-    let mut total = 0;
+    let mut books = Books::open(&env).await;
+    let key = books.key.clone();
     // 21 000 quota a minute, by the millisecond, rounded up.
     let price = |ms: i64| ceil_div(ms * 21_000, 60_000);
 
@@ -304,9 +311,8 @@ async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
         "the vendor's model name in the form"
     );
     assert_eq!(form["file"]["size"], 96_044, "the file went through whole");
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, price(3_000));
-    total += cost;
 
     // text answers carry no duration: the gateway's own measure of the WAV.
     let r = transcribe(&env, &key, "text", wav(2_000)).await;
@@ -321,9 +327,8 @@ async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
         .await
         .unwrap()
         .starts_with("Simulated transcription of 2.0"));
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, price(2_000));
-    total += cost;
 
     for format in ["srt", "vtt", "verbose_json"] {
         let r = transcribe(&env, &key, format, wav(1_500)).await;
@@ -331,21 +336,21 @@ async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
         let id = request_id(&r);
         let body = r.text().await.unwrap();
         assert!(body.contains("Simulated transcription"), "{format}: {body}");
-        total += charged(&env, &account, &id).await;
+        books.charged(&env, &id).await;
     }
 
     let r = transcribe(&env, &key, "mp3", wav(1_000)).await;
     let (code, _) = envelope(r, 400).await;
     assert_eq!(code, "invalid_request");
-    assert_spent(&env, &account, total).await;
+    books.check(&env).await;
     env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerank_and_moderation_answer_their_shapes_and_bill_units_and_requests() {
     let env = Env::start().await;
-    let (account, key) = funded(&env).await;
-    let mut total = 0;
+    let mut books = Books::open(&env).await;
+    let key = books.key.clone();
 
     let r = env
         .post(&key, "/v1/rerank", json!({
@@ -374,9 +379,8 @@ async fn rerank_and_moderation_answer_their_shapes_and_bill_units_and_requests()
     );
     // One search unit (7 000) plus the tokens the vendor reported at 0.1 / 1M.
     let tokens = v["usage"]["total_tokens"].as_i64().unwrap();
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, 7_000 + ceil_div(tokens * 50_000, 1_000_000));
-    total += cost;
 
     let r = env
         .post(
@@ -392,9 +396,8 @@ async fn rerank_and_moderation_answer_their_shapes_and_bill_units_and_requests()
     assert_eq!(v["results"][0]["flagged"], false);
     assert_eq!(v["results"][1]["flagged"], true);
     assert_eq!(v["results"][1]["categories"]["violence"], true);
-    let cost = charged(&env, &account, &id).await;
+    let cost = books.charged(&env, &id).await;
     assert_eq!(cost, 5_000, "one request at 0.01 CNY");
-    total += cost;
 
     let r = env
         .post(
@@ -414,8 +417,8 @@ async fn rerank_and_moderation_answer_their_shapes_and_bill_units_and_requests()
         .await;
     let id = request_id(&r);
     assert!(r.status().is_server_error());
-    assert_eq!(charged(&env, &account, &id).await, 0);
-    assert_spent(&env, &account, total).await;
+    assert_eq!(books.charged(&env, &id).await, 0);
+    books.check(&env).await;
     env.stop().await;
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 /// the end of its message; returns the error object.
 async fn enveloped(client: Client, resp: reqwest::Response, status: u16) -> Value {
     assert_eq!(resp.status().as_u16(), status, "{client:?}");
-    let rid = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    let rid = crate::billing::request_id(&resp);
     let v: Value = resp.json().await.unwrap();
     let (message, err) = match client {
         Client::Messages => {

@@ -23,7 +23,8 @@ use crate::error::{ApiError, Enveloped, ENVELOPE, REQUEST_ID};
 use crate::ids::new_request_id;
 use crate::limits::{client_ip, RetryAfter};
 use crate::state::SharedState;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -78,6 +79,17 @@ pub fn admin_router(state: SharedState) -> Router {
         .fallback(unknown_route)
         .layer(middleware::from_fn_with_state(state.clone(), admin_context))
         .with_state(state)
+}
+
+/// A request body, whole (within the body limit: 413 beyond it).
+pub(crate) async fn read_body(state: &SharedState, req: Request) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
+        } else {
+            ApiError::InvalidRequest(format!("the body could not be read: {e}"))
+        }
+    })
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ApiError {

@@ -11,8 +11,8 @@ use crate::protocol::{BodyKind, Surface};
 use crate::relay::form::ClientForm;
 use crate::relay::text::{forwarded_headers, serve, TextRequest};
 use crate::state::SharedState;
-use axum::extract::{FromRequest, Request, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
@@ -31,7 +31,7 @@ pub async fn call(
         .protocol
         .ok_or_else(|| ApiError::NotFound(format!("no such endpoint: POST {}", uri.path())))?;
     let (body, form) = match protocol.body {
-        BodyKind::Json => (read_body(&state, request).await?, None),
+        BodyKind::Json => (super::read_body(&state, request).await?, None),
         BodyKind::Multipart => {
             let form = ClientForm::read(&state, request).await?;
             (Bytes::from(form.fields_json()), Some(form))
@@ -80,15 +80,4 @@ pub async fn call(
     tokio::spawn(crate::error::REQUEST_ID.scope(id, serve(state, caller, req)))
         .await
         .map_err(ApiError::internal)?
-}
-
-/// A JSON protocol's body, whole (within the body limit).
-async fn read_body(state: &SharedState, request: Request) -> Result<Bytes, ApiError> {
-    Bytes::from_request(request, state).await.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
-        } else {
-            ApiError::InvalidRequest(format!("the body could not be read: {e}"))
-        }
-    })
 }

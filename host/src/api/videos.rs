@@ -66,15 +66,7 @@ async fn read_fields(state: &SharedState, req: Request) -> Result<RawFields, Api
         }
         return Ok(RawFields { fields, form: true });
     }
-    let bytes = axum::body::Bytes::from_request(req, state)
-        .await
-        .map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
-            } else {
-                ApiError::InvalidRequest(format!("the body could not be read: {e}"))
-            }
-        })?;
+    let bytes = super::read_body(state, req).await?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(fields)) => Ok(RawFields {
             fields,

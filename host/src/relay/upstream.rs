@@ -28,6 +28,14 @@ pub enum ClientPayload<'a> {
     Form(&'a ClientForm),
 }
 
+impl ClientPayload<'static> {
+    /// A call with no client body of its own (the video task API).
+    pub fn none() -> Self {
+        static EMPTY: bytes::Bytes = bytes::Bytes::new();
+        ClientPayload::Bytes(&EMPTY)
+    }
+}
+
 /// Builds the request with the credential in the place the adapter named.
 /// Fails when the adapter asked for a form the client did not send, or for
 /// the raw body of a form (which the host has read into parts).

@@ -78,13 +78,12 @@ pub async fn download(
         .ok_or_else(|| ApiError::NoChannel(task.model.clone()))?;
     let mut session = VideoSession::start(&state.plugins.sandbox, plugin, &caller.info.id).await?;
     let out = session.build_content(up).await?;
-    let empty = bytes::Bytes::new();
     let mut req = upstream::build(
         &state.http,
         ch,
         plugin.auth,
         out,
-        upstream::ClientPayload::Bytes(&empty),
+        upstream::ClientPayload::none(),
     )?;
     if let Some(range) = client_headers.get(header::RANGE) {
         req = req.header(header::RANGE, range.clone());

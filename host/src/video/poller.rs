@@ -374,13 +374,12 @@ async fn submit_upstream(state: &SharedState, task: &VideoTask) -> Step {
                 .await
                 .map_err(|e| e.to_string())?;
             let out = s.build_submit(&req).await.map_err(|e| e.to_string())?;
-            let empty = bytes::Bytes::new();
             let built = upstream::build(
                 &state.http,
                 &ch,
                 plugin.auth,
                 out,
-                upstream::ClientPayload::Bytes(&empty),
+                upstream::ClientPayload::none(),
             )
             .map_err(|e| e.to_string())?;
             let resp = upstream::send(built, state.config.video.content_timeout)
@@ -423,13 +422,12 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
             .await
             .map_err(|e| e.to_string())?;
         let out = s.build_poll(upstream_id).await.map_err(|e| e.to_string())?;
-        let empty = bytes::Bytes::new();
         let built = upstream::build(
             &state.http,
             ch,
             plugin.auth,
             out,
-            upstream::ClientPayload::Bytes(&empty),
+            upstream::ClientPayload::none(),
         )
         .map_err(|e| e.to_string())?;
         let resp = upstream::send(built, state.config.video.content_timeout)

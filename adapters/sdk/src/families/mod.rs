@@ -37,16 +37,6 @@ use crate::bindings::types::{
 use crate::json::{parse_request_object, parse_upstream_object, set_model, to_bytes};
 use crate::TranslateError;
 
-/// The families the OpenAI-style dialect serves, as client protocols.
-pub const OPENAI_FAMILIES: &[Protocol] = &[
-    Protocol::Embeddings,
-    Protocol::GeminiEmbeddings,
-    Protocol::Images,
-    Protocol::Speech,
-    Protocol::Transcription,
-    Protocol::Moderation,
-];
-
 /// Whether `p` is one of the families (not chat, not video).
 pub fn is_family(p: Protocol) -> bool {
     matches!(
