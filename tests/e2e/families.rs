@@ -201,6 +201,11 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
     );
     let cost = books.charged(&env, &id).await;
     assert_eq!(cost, 2 * 300_000, "two hd images at 0.6 CNY");
+    assert_eq!(
+        usage_row(&env, &id).await["meters"],
+        json!([{"kind": "images", "quantity": 2, "detail": "1024x1024/hd"}]),
+        "the usage row says what was metered"
+    );
 
     let r = env
         .post(
@@ -313,6 +318,12 @@ async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
     assert_eq!(form["file"]["size"], 96_044, "the file went through whole");
     let cost = books.charged(&env, &id).await;
     assert_eq!(cost, price(3_000));
+    let row = usage_row(&env, &id).await;
+    assert_eq!(
+        row["meters"],
+        json!([{"kind": "audio_ms", "quantity": 3000}])
+    );
+    assert_eq!(row.get("counted_by_gateway"), None, "the vendor's duration");
 
     // text answers carry no duration: the gateway's own measure of the WAV.
     let r = transcribe(&env, &key, "text", wav(2_000)).await;
@@ -329,6 +340,12 @@ async fn transcriptions_stream_the_upload_and_bill_the_audio_seconds() {
         .starts_with("Simulated transcription of 2.0"));
     let cost = books.charged(&env, &id).await;
     assert_eq!(cost, price(2_000));
+    let row = usage_row(&env, &id).await;
+    assert_eq!(
+        row["meters"],
+        json!([{"kind": "audio_ms", "quantity": 2000}])
+    );
+    assert_eq!(row["counted_by_gateway"], true, "measured by the gateway");
 
     for format in ["srt", "vtt", "verbose_json"] {
         let r = transcribe(&env, &key, format, wav(1_500)).await;

@@ -49,6 +49,7 @@ pub async fn call(
         head.meters.push(m.clone());
         Usage {
             meters: vec![m],
+            counted_by_gateway: true,
             ..Usage::default()
         }
     });

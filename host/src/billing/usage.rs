@@ -2,6 +2,8 @@
 //! WIT record; `plugins::session` converts it here once, so billing, the
 //! usage log and the stream relay never depend on generated types.
 
+use serde::{Deserialize, Serialize};
+
 /// Tokens and other quantities one call consumed. The parts are included in
 /// their totals: `cache_read_tokens` and `cache_write_tokens` are parts of
 /// `input_tokens`, `reasoning_tokens` a part of `output_tokens`.
@@ -16,10 +18,14 @@ pub struct Usage {
     pub reasoning_tokens: u64,
     /// Non-token quantities (images, audio, search units, ...).
     pub meters: Vec<Meter>,
+    /// The gateway measured this itself because the vendor's answer said
+    /// nothing (a transcription's audio length); recorded on the usage row.
+    pub counted_by_gateway: bool,
 }
 
 /// What a non-token meter counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum MeterKind {
     Images,
     Characters,
@@ -28,11 +34,12 @@ pub enum MeterKind {
     Requests,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meter {
     pub kind: MeterKind,
     pub quantity: u64,
     /// The priced variant (an image's `1024x1024/hd`), when there are several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
@@ -68,7 +75,7 @@ mod tests {
             cache_read_tokens: 7,
             cache_write_tokens: 9,
             reasoning_tokens: 8,
-            meters: vec![],
+            ..Usage::default()
         }
         .consistent();
         assert_eq!(

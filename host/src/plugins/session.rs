@@ -187,6 +187,7 @@ pub fn host_usage(u: WitUsage) -> Usage {
                 detail: m.detail,
             })
             .collect(),
+        counted_by_gateway: false,
     }
     .consistent()
 }

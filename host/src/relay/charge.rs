@@ -114,6 +114,8 @@ impl Charge {
             cache_write_tokens: u.cache_write_tokens,
             output_tokens: u.output_tokens,
             reasoning_tokens: u.reasoning_tokens,
+            meters: u.meters,
+            counted_by_gateway: u.counted_by_gateway,
             cost: 0,
             latency_ms: self.caller.info.started.elapsed().as_millis() as u64,
             status,

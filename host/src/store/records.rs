@@ -1,6 +1,7 @@
 //! The records kept in the store, as serialised (JSON) into redb values.
 
 use crate::billing::money::Quota;
+use crate::billing::usage::Meter;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -124,6 +125,13 @@ pub struct UsageRecord {
     pub cache_write_tokens: u64,
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
+    /// The non-token quantities billed (images, characters, audio ms, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meters: Vec<Meter>,
+    /// The quantities were measured by the gateway, not reported by the
+    /// vendor.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counted_by_gateway: bool,
     /// Quota units charged.
     pub cost: Quota,
     pub latency_ms: u64,
