@@ -84,7 +84,16 @@ struct RawLimits {
     connect_timeout_secs: u64,
     rate_limit_requests: u32,
     rate_limit_window_secs: u64,
+    ipv6_prefix_len: u8,
     group_concurrency: BTreeMap<String, u32>,
+    header_read_timeout_secs: u64,
+    keepalive_idle_timeout_secs: u64,
+    body_idle_timeout_secs: u64,
+    write_timeout_secs: u64,
+    max_header_bytes: u64,
+    max_connections: u64,
+    max_connections_per_ip: u64,
+    max_buffered_body_bytes: u64,
 }
 
 impl Default for RawLimits {
@@ -96,7 +105,16 @@ impl Default for RawLimits {
             connect_timeout_secs: 10,
             rate_limit_requests: 360,
             rate_limit_window_secs: 180,
+            ipv6_prefix_len: 64,
             group_concurrency: BTreeMap::new(),
+            header_read_timeout_secs: 10,
+            keepalive_idle_timeout_secs: 60,
+            body_idle_timeout_secs: 30,
+            write_timeout_secs: 60,
+            max_header_bytes: 64 * 1024,
+            max_connections: 8192,
+            max_connections_per_ip: 256,
+            max_buffered_body_bytes: 1024 * 1024 * 1024,
         }
     }
 }
@@ -383,8 +401,29 @@ pub struct LimitsConfig {
     pub connect_timeout: Duration,
     pub rate_limit_requests: u32,
     pub rate_limit_window: Duration,
+    /// IPv6 clients are counted per network of this prefix length (the rate
+    /// limit and the per-address connection cap); 128 counts each address.
+    pub ipv6_prefix_len: u8,
     /// Group name → most text calls in flight at once; absent or 0 means no cap.
     pub group_concurrency: HashMap<String, u32>,
+    /// A request's head must arrive whole within this of its first byte (or
+    /// of the connection being opened).
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection with no request for this long is closed.
+    pub keepalive_idle_timeout: Duration,
+    /// A request body with no bytes for this long ends the request (408).
+    pub body_idle_timeout: Duration,
+    /// A client that accepts no bytes of an answer for this long is dropped.
+    pub write_timeout: Duration,
+    /// Largest request head (request line and headers); beyond it, 431.
+    pub max_header_bytes: usize,
+    /// Open client connections, in all (also kept below the process's file
+    /// descriptor limit) and per client address; 0 = no per-address cap.
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    /// Request bytes all the requests being read or served may hold at
+    /// once; a body waits for room (within its idle timeout) beyond it.
+    pub max_buffered_body_bytes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -610,8 +649,44 @@ fn resolve(
             "limits.rate_limit_window_secs",
             l.rate_limit_window_secs,
         )?),
+        ipv6_prefix_len: if l.ipv6_prefix_len <= 128 {
+            l.ipv6_prefix_len
+        } else {
+            return Err(invalid("limits.ipv6_prefix_len", "must be 0 to 128"));
+        },
         group_concurrency: l.group_concurrency.into_iter().collect(),
+        header_read_timeout: Duration::from_secs(positive(
+            "limits.header_read_timeout_secs",
+            l.header_read_timeout_secs,
+        )?),
+        keepalive_idle_timeout: Duration::from_secs(positive(
+            "limits.keepalive_idle_timeout_secs",
+            l.keepalive_idle_timeout_secs,
+        )?),
+        body_idle_timeout: Duration::from_secs(positive(
+            "limits.body_idle_timeout_secs",
+            l.body_idle_timeout_secs,
+        )?),
+        write_timeout: Duration::from_secs(positive(
+            "limits.write_timeout_secs",
+            l.write_timeout_secs,
+        )?),
+        max_header_bytes: usize::try_from(positive(
+            "limits.max_header_bytes",
+            l.max_header_bytes.max(8192),
+        )?)
+        .unwrap_or(usize::MAX),
+        max_connections: usize::try_from(positive("limits.max_connections", l.max_connections)?)
+            .unwrap_or(usize::MAX),
+        max_connections_per_ip: usize::try_from(l.max_connections_per_ip).unwrap_or(usize::MAX),
+        max_buffered_body_bytes: usize::try_from(l.max_buffered_body_bytes).unwrap_or(usize::MAX),
     };
+    if limits.max_buffered_body_bytes < limits.max_body_bytes {
+        return Err(invalid(
+            "limits.max_buffered_body_bytes",
+            "must be at least limits.max_body_bytes",
+        ));
+    }
 
     let p = raw.plugins;
     let plugins = PluginConfig {

@@ -7,6 +7,7 @@
 //! bucket-boundary bursts. Refused requests are not counted.
 
 use crate::clock::SharedClock;
+use axum::http::HeaderMap;
 use ipnet::IpNet;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -98,26 +99,81 @@ impl GroupSlots {
     }
 }
 
-/// The address a request counts against: the TCP peer, unless the peer is a
-/// trusted proxy, in which case the right-most address in `X-Forwarded-For`
-/// that is not itself a trusted proxy.
-pub fn client_ip(peer: IpAddr, forwarded_for: Option<&str>, trusted: &[IpNet]) -> IpAddr {
+/// The address a request comes from: the TCP peer, unless the peer is a
+/// trusted proxy. Then the proxies' own record decides: every `Forwarded`
+/// header line (its `for=` parameters), or, when there is none, every
+/// `X-Forwarded-For` line, read in order as one list; the right-most entry
+/// that is not itself a trusted proxy wins. Each proxy appends to the right,
+/// so entries left of the first untrusted one are the client's own words and
+/// are never believed. An entry that does not parse ends the walk at the
+/// nearest trusted hop: the request counts against that proxy.
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let peer = peer.to_canonical();
     let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
     if !is_trusted(&peer) {
         return peer;
     }
-    let Some(xff) = forwarded_for else {
-        return peer;
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect()
     };
-    let mut last = peer;
-    for part in xff.rsplit(',') {
-        match part.trim().parse::<IpAddr>() {
-            Ok(ip) if is_trusted(&ip) => last = ip,
-            Ok(ip) => return ip,
-            Err(_) => return last,
+    let forwarded = values("forwarded");
+    let hops: Vec<Option<IpAddr>> = if forwarded.is_empty() {
+        values("x-forwarded-for")
+            .iter()
+            .flat_map(|line| line.split(','))
+            .map(|entry| parse_hop(entry.trim()))
+            .collect()
+    } else {
+        forwarded
+            .iter()
+            .flat_map(|line| line.split(','))
+            .map(|element| {
+                element
+                    .split(';')
+                    .filter_map(|pair| pair.split_once('='))
+                    .find(|(k, _)| k.trim().eq_ignore_ascii_case("for"))
+                    .and_then(|(_, v)| parse_hop(v.trim().trim_matches('"')))
+            })
+            .collect()
+    };
+    let mut nearest = peer;
+    for hop in hops.into_iter().rev() {
+        match hop {
+            Some(ip) if is_trusted(&ip) => nearest = ip,
+            Some(ip) => return ip,
+            None => return nearest,
         }
     }
-    last
+    nearest
+}
+
+/// One hop's address: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1` or
+/// `[2001:db8::1]:4711`; `unknown` and obfuscated names are `None`.
+fn parse_hop(s: &str) -> Option<IpAddr> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Ok(sa) = s.parse::<std::net::SocketAddr>() {
+        return Some(sa.ip().to_canonical());
+    }
+    let bracketed = s.strip_prefix('[')?.split(']').next()?;
+    bracketed.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+/// What a client address is counted as: itself for IPv4, its network of
+/// `v6_prefix` bits for IPv6 (one host usually holds a whole /64, so
+/// counting single addresses would let it rotate around any limit).
+pub fn counted_as(ip: IpAddr, v6_prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => ipnet::Ipv6Net::new(v6, v6_prefix.min(128))
+            .map(|n| IpAddr::V6(n.network()))
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    }
 }
 
 #[cfg(test)]
@@ -151,22 +207,101 @@ mod tests {
         assert!(rl.shards.iter().all(|s| s.lock().unwrap().is_empty()));
     }
 
+    fn headers(lines: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in lines {
+            h.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn forwarded_for_only_from_trusted_proxies() {
         let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
-        let peer_proxy: IpAddr = "10.1.1.1".parse().unwrap();
-        let stranger: IpAddr = "203.0.113.9".parse().unwrap();
-        assert_eq!(client_ip(stranger, Some("1.2.3.4"), &trusted), stranger);
+        let proxy = ip("10.1.1.1");
+        let stranger = ip("203.0.113.9");
+        let xff = |v: &str| headers(&[("x-forwarded-for", v)]);
+        assert_eq!(client_ip(stranger, &xff("1.2.3.4"), &trusted), stranger);
         assert_eq!(
-            client_ip(
-                peer_proxy,
-                Some("1.2.3.4, 198.51.100.7, 10.2.2.2"),
-                &trusted
-            ),
-            "198.51.100.7".parse::<IpAddr>().unwrap()
+            client_ip(proxy, &xff("1.2.3.4, 198.51.100.7, 10.2.2.2"), &trusted),
+            ip("198.51.100.7")
         );
-        assert_eq!(client_ip(peer_proxy, None, &trusted), peer_proxy);
-        assert_eq!(client_ip(peer_proxy, Some("garbage"), &trusted), peer_proxy);
+        assert_eq!(client_ip(proxy, &HeaderMap::new(), &trusted), proxy);
+        assert_eq!(client_ip(proxy, &xff("garbage"), &trusted), proxy);
+        assert_eq!(
+            client_ip(proxy, &xff("198.51.100.7, garbage, 10.2.2.2"), &trusted),
+            ip("10.2.2.2"),
+            "a broken chain counts against the nearest trusted hop"
+        );
+        // A v4-mapped peer is the same proxy.
+        assert_eq!(
+            client_ip(ip("::ffff:10.1.1.1"), &xff("198.51.100.7"), &trusted),
+            ip("198.51.100.7")
+        );
+    }
+
+    #[test]
+    fn every_forwarded_for_line_is_read_in_order() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let proxy = ip("10.1.1.1");
+        // The client forged the first line; the proxy appended the second.
+        let two_lines = headers(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "198.51.100.7"),
+        ]);
+        assert_eq!(client_ip(proxy, &two_lines, &trusted), ip("198.51.100.7"));
+        // The same, comma-joined, and with a second trusted proxy.
+        let joined = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.9.9.9")]);
+        assert_eq!(client_ip(proxy, &joined, &trusted), ip("198.51.100.7"));
+        let mixed = headers(&[
+            ("x-forwarded-for", "6.6.6.6, 7.7.7.7"),
+            ("x-forwarded-for", "198.51.100.7, 10.9.9.9"),
+            ("x-forwarded-for", "10.8.8.8"),
+        ]);
+        assert_eq!(client_ip(proxy, &mixed, &trusted), ip("198.51.100.7"));
+        let v6 = headers(&[("x-forwarded-for", "2001:db8::7, [2001:db8::8]:443")]);
+        assert_eq!(client_ip(proxy, &v6, &trusted), ip("2001:db8::8"));
+    }
+
+    #[test]
+    fn forwarded_header_lines_win_over_x_forwarded_for() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let proxy = ip("10.1.1.1");
+        let h = headers(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("forwarded", "for=6.6.6.6;proto=https"),
+            (
+                "forwarded",
+                r#"for="[2001:db8:cafe::17]:4711";by=10.1.1.1, for=10.2.2.2"#,
+            ),
+        ]);
+        assert_eq!(client_ip(proxy, &h, &trusted), ip("2001:db8:cafe::17"));
+        let h = headers(&[("forwarded", "for=192.0.2.60:8080, For=10.2.2.2")]);
+        assert_eq!(client_ip(proxy, &h, &trusted), ip("192.0.2.60"));
+        let h = headers(&[("forwarded", "for=unknown, for=10.2.2.2")]);
+        assert_eq!(client_ip(proxy, &h, &trusted), ip("10.2.2.2"));
+    }
+
+    #[test]
+    fn ipv6_clients_count_per_network() {
+        assert_eq!(
+            counted_as(ip("2001:db8:1:2:aaaa::1"), 64),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(
+            counted_as(ip("2001:db8:1:2:bbbb::9"), 64),
+            counted_as(ip("2001:db8:1:2:aaaa::1"), 64)
+        );
+        assert_eq!(counted_as(ip("2001:db8::1"), 128), ip("2001:db8::1"));
+        assert_eq!(counted_as(ip("203.0.113.9"), 64), ip("203.0.113.9"));
+        assert_eq!(counted_as(ip("::ffff:203.0.113.9"), 64), ip("203.0.113.9"));
     }
 
     #[test]

@@ -50,11 +50,11 @@ async fn behind_a_trusted_proxy_each_forwarded_address_has_its_own_window() {
     })
     .await;
     let key = env.key().await;
-    let from = |ip: &'static str| {
+    let from = |ip: &str| {
         env.http
             .get(env.url("/v1/models"))
             .bearer_auth(&key)
-            .header("x-forwarded-for", ip)
+            .header("x-forwarded-for", ip.to_string())
             .send()
     };
     for _ in 0..3 {
@@ -62,6 +62,18 @@ async fn behind_a_trusted_proxy_each_forwarded_address_has_its_own_window() {
     }
     assert_eq!(from("198.51.100.1").await.unwrap().status(), 429);
     assert_eq!(from("198.51.100.2").await.unwrap().status(), 200);
+    // IPv6 clients are counted per /64: rotating addresses inside one does
+    // not buy a new window; the next /64 has its own.
+    for i in 1..=3 {
+        assert_eq!(
+            from(&format!("2001:db8:1:2::{i}")).await.unwrap().status(),
+            200
+        );
+    }
+    let (code, msg) = envelope(from("2001:db8:1:2:ffff::9").await.unwrap(), 429).await;
+    assert_eq!(code, "rate_limit_exceeded");
+    assert!(msg.contains("2001:db8:1:2::"), "{msg}");
+    assert_eq!(from("2001:db8:1:3::1").await.unwrap().status(), 200);
     env.stop().await;
 }
 

@@ -138,6 +138,19 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_checked() {
     };
     assert_eq!(via_proxy("10.9.8.7").await.unwrap().status(), 200);
     assert_eq!(via_proxy("192.0.2.1").await.unwrap().status(), 403);
+    // A client's forged line first, the proxy's own appended after it: the
+    // proxy's is the one believed.
+    let forged = trusting
+        .http
+        .post(trusting.url("/v1/chat/completions"))
+        .bearer_auth(&key)
+        .header("x-forwarded-for", "10.9.8.7")
+        .header("x-forwarded-for", "192.0.2.1")
+        .json(&user("gpt-4o-mini", "hi"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
     trusting.stop().await;
 }
 

@@ -21,7 +21,7 @@ pub mod videos;
 use crate::auth::ReqInfo;
 use crate::error::{ApiError, Enveloped, ENVELOPE, REQUEST_ID};
 use crate::ids::new_request_id;
-use crate::limits::{client_ip, RetryAfter};
+use crate::limits::{client_ip, counted_as, RetryAfter};
 use crate::state::SharedState;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Request, State};
@@ -102,19 +102,16 @@ async fn public_context(
     req: Request,
     next: Next,
 ) -> Response {
-    let xff = req
-        .headers()
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok());
-    let ip = client_ip(peer.ip(), xff, &state.config.trusted_proxies);
+    let ip = client_ip(peer.ip(), req.headers(), &state.config.trusted_proxies);
     let limit = state.config.limits.rate_limit_requests;
     let window_secs = state.config.limits.rate_limit_window.as_secs();
+    let counted = counted_as(ip, state.config.limits.ipv6_prefix_len);
     let refused = state
         .rate
-        .check(ip)
+        .check(counted)
         .err()
         .map(|RetryAfter(secs)| ApiError::RateLimited {
-            ip: ip.to_string(),
+            ip: counted.to_string(),
             limit,
             window_secs,
             retry_after_secs: secs,
