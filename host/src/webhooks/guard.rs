@@ -1,9 +1,13 @@
 //! Which addresses a webhook may be delivered to (SSRF guard).
 //!
 //! Refused: loopback, private (RFC 1918, unique-local), link-local,
-//! carrier-grade NAT, unspecified, multicast and broadcast addresses — unless
-//! the operator sets `[webhooks] allow_private_targets` — and cloud metadata
-//! endpoints, always. The check runs at submission on the URL's resolved
+//! carrier-grade NAT, unspecified, multicast, broadcast, documentation and
+//! other special-purpose addresses — unless the operator sets `[webhooks]
+//! allow_private_targets` — and cloud metadata endpoints, always. An IPv6
+//! address that embeds an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo,
+//! ISATAP) is judged as that IPv4 address too; URL spellings of an IPv4
+//! address (decimal, hex, octal) are normalised by the URL parser before
+//! the check. The check runs at submission on the URL's resolved
 //! addresses, and again at every delivery on the address actually connected
 //! to (the delivery pins it), so a DNS answer that changes in between
 //! (rebinding) cannot reach an internal address.
@@ -11,77 +15,95 @@
 use crate::config::WebhookConfig;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// Cloud metadata services: never a webhook target.
+/// Cloud metadata and platform services: never a webhook target, whatever
+/// `allow_private_targets` says.
+fn is_metadata_v4(v4: Ipv4Addr) -> bool {
+    let o = v4.octets();
+    (o[0] == 169 && o[1] == 254 && (o[2] == 169 || o[2] == 170)) // AWS, GCP, Azure, OpenStack; ECS, EKS
+        || v4 == Ipv4Addr::new(100, 100, 100, 200) // Alibaba Cloud
+        || v4 == Ipv4Addr::new(192, 0, 0, 192) // Oracle Cloud
+        || v4 == Ipv4Addr::new(168, 63, 129, 16) // Azure platform (wire server)
+}
+
 fn is_metadata(ip: &IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            *v4 == Ipv4Addr::new(169, 254, 169, 254) // AWS, GCP, Azure, OpenStack
-                || *v4 == Ipv4Addr::new(169, 254, 170, 2) // AWS ECS task metadata
-                || *v4 == Ipv4Addr::new(100, 100, 100, 200) // Alibaba Cloud
-        }
+        IpAddr::V4(v4) => is_metadata_v4(*v4),
         IpAddr::V6(v6) => {
-            *v6 == "fd00:ec2::254"
-                .parse::<Ipv6Addr>()
-                .unwrap_or(Ipv6Addr::UNSPECIFIED)
+            let seg = v6.segments();
+            (seg[0] == 0xfd00 && seg[1] == 0x0ec2) // AWS fd00:ec2::/32
+                || (seg[0] == 0xfd20 && seg[1] == 0x00ce) // GCP fd20:ce::/32
+                || embedded_v4(v6).is_some_and(is_metadata_v4)
         }
     }
 }
 
+/// The IPv4 address an IPv6 one stands for, in every form a network might
+/// translate or tunnel to it: v4-mapped `::ffff:a.b.c.d`, v4-compatible
+/// `::a.b.c.d`, SIIT `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96` and the local
+/// `64:ff9b:1::/48`, 6to4 `2002:AABB:CCDD::/48`, Teredo `2001:0::/32` (the
+/// client's address, inverted) and ISATAP interface ids `…:5efe:a.b.c.d`.
+fn embedded_v4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
+    let seg = v6.segments();
+    let last =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    if seg[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
+        return Some(last(seg[6], seg[7])); // v4-compatible
+    }
+    if seg[..5] == [0, 0, 0, 0, 0xffff] && seg[5] == 0 {
+        return Some(last(seg[6], seg[7])); // SIIT
+    }
+    if seg[0] == 0x64 && seg[1] == 0xff9b && (seg[2] == 0 || seg[2] == 1) {
+        return Some(last(seg[6], seg[7])); // NAT64
+    }
+    if seg[0] == 0x2002 {
+        return Some(last(seg[1], seg[2])); // 6to4
+    }
+    if seg[0] == 0x2001 && seg[1] == 0 {
+        return Some(last(!seg[6], !seg[7])); // Teredo client
+    }
+    if (seg[4] == 0 || seg[4] == 0x0200) && seg[5] == 0x5efe {
+        return Some(last(seg[6], seg[7])); // ISATAP
+    }
+    None
+}
+
+fn is_internal_v4(v4: Ipv4Addr) -> bool {
+    let o = v4.octets();
+    v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_broadcast()
+        || v4.is_multicast()
+        || v4.is_documentation()
+        || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10 carrier-grade NAT
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0.0/24 protocol assignments
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 192.88.99.0/24 6to4 relays
+        || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15 benchmarking
+        || o[0] >= 240 // 240.0.0.0/4 reserved
+        || o[0] == 0
+}
+
 fn is_internal(ip: &IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || (o[0] == 100 && (o[1] & 0xc0) == 64) // 100.64.0.0/10
-                || (o[0] == 198 && (o[1] & 0xfe) == 18) // 198.18.0.0/15 (benchmarking)
-                || o[0] >= 240 // 240.0.0.0/4 (reserved)
-                || o[0] == 0
-        }
+        IpAddr::V4(v4) => is_internal_v4(*v4),
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(&IpAddr::V4(v4));
+            if let Some(v4) = embedded_v4(v6) {
+                return is_internal_v4(v4);
             }
             let seg = v6.segments();
-            // Forms that embed an IPv4 address a gateway may route to:
-            // NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible ::a.b.c.d.
-            let embedded = if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
-                Some(Ipv4Addr::new(
-                    (seg[6] >> 8) as u8,
-                    seg[6] as u8,
-                    (seg[7] >> 8) as u8,
-                    seg[7] as u8,
-                ))
-            } else if seg[0] == 0x2002 {
-                Some(Ipv4Addr::new(
-                    (seg[1] >> 8) as u8,
-                    seg[1] as u8,
-                    (seg[2] >> 8) as u8,
-                    seg[2] as u8,
-                ))
-            } else if seg[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
-                Some(Ipv4Addr::new(
-                    (seg[6] >> 8) as u8,
-                    seg[6] as u8,
-                    (seg[7] >> 8) as u8,
-                    seg[7] as u8,
-                ))
-            } else {
-                None
-            };
-            if let Some(v4) = embedded {
-                let v4 = IpAddr::V4(v4);
-                return is_internal(&v4) || is_metadata(&v4);
-            }
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (seg[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
                 || (seg[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+                || (seg[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
+                || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
+                || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard 100::/64
+                || (seg[0] == 0x64 && seg[1] == 0xff9b) // NAT64, any form
         }
     }
 }
@@ -200,6 +222,65 @@ mod tests {
                 address_allowed(&ip.parse().unwrap(), &cfg(false)).is_ok(),
                 "{ip}"
             );
+        }
+    }
+
+    /// The metadata address in every spelling a URL or a resolver can
+    /// produce: refused even where private targets are allowed.
+    #[tokio::test]
+    async fn metadata_endpoints_are_refused_in_every_spelling() {
+        let forms = [
+            "169.254.169.254",
+            "[::ffff:169.254.169.254]",
+            "[::ffff:a9fe:a9fe]",
+            "[::169.254.169.254]",
+            "[::ffff:0:a9fe:a9fe]",
+            "[64:ff9b::a9fe:a9fe]",
+            "[64:ff9b::169.254.169.254]",
+            "[64:ff9b:1::a9fe:a9fe]",
+            "[2002:a9fe:a9fe::1]",
+            "[2001:0:4136:e378:8000:63bf:5601:5601]",
+            "[2001:db8::5efe:a9fe:a9fe]",
+            "[fe80::200:5efe:a9fe:a9fe]",
+            "2852039166",
+            "0xa9fea9fe",
+            "0251.0376.0251.0376",
+            "169.254.43518",
+            "169.254.170.2",
+            "100.100.100.200",
+            "192.0.0.192",
+            "168.63.129.16",
+            "[fd00:ec2::254]",
+            "[fd20:ce::254]",
+        ];
+        for host in forms {
+            for allow in [false, true] {
+                let url = format!("http://{host}/latest/meta-data/");
+                let refused = check_target(&url, &cfg(allow)).await;
+                assert!(
+                    refused.as_ref().is_err_and(|e| e.contains("metadata")),
+                    "{url} (allow_private_targets = {allow}): {refused:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn special_purpose_ranges_are_internal_in_every_spelling() {
+        for ip in [
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.18.0.1",
+            "240.0.0.1",
+            "64:ff9b::a00:1",
+            "2002:c0a8:101::1",
+            "::ffff:0:7f00:1",
+            "2001:db8::1",
+            "fec0::1",
+            "100::1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(address_allowed(&ip, &cfg(false)).is_err(), "{ip}");
         }
     }
 
