@@ -110,8 +110,15 @@ impl FromRequestParts<SharedState> for Caller {
             .get::<Surface>()
             .unwrap_or(&DEFAULT_SURFACE)
             .keys;
-        let key = presented_key(&parts.headers, parts.uri.query(), places)
-            .ok_or(ApiError::InvalidToken)?;
+        // A key in the URL ends up in proxies' and servers' logs: only the
+        // Gemini API's own `/v1beta` paths take one (its SDKs' convention).
+        let query = parts
+            .uri
+            .path()
+            .starts_with("/v1beta/")
+            .then(|| parts.uri.query())
+            .flatten();
+        let key = presented_key(&parts.headers, query, places).ok_or(ApiError::InvalidToken)?;
         let token = state
             .ledger
             .token_by_key(key)

@@ -14,6 +14,7 @@ use crate::error::{ApiError, Envelope};
 use crate::plugins::bindings::types::Protocol;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 /// Where a client may present its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,6 +368,115 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, ApiErr
         .map_err(|e| invalid(format!("the body is not a valid {what} request: {e}")))
 }
 
+/// One message of a chat-family request, as far as the gateway checks it
+/// before holding money: an object with a known role and content of a
+/// shape its protocol allows. The rest is the translation's business.
+#[derive(Deserialize)]
+struct MessageShape<'a> {
+    #[serde(default, borrow)]
+    role: Option<&'a str>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    parts: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Option<&'a str>,
+}
+
+/// How a protocol's messages are checked.
+struct MessageRules {
+    /// The list's name in the protocol (`messages`, `contents`, `input`).
+    list: &'static str,
+    roles: &'static [&'static str],
+    /// A message without a role is allowed (Gemini's single-turn contents,
+    /// the Responses API's typed items).
+    role_optional: bool,
+    /// Where the content is: `content` (string or list of typed blocks) or
+    /// Gemini's `parts` (a list of objects).
+    gemini_parts: bool,
+}
+
+const CHAT_RULES: MessageRules = MessageRules {
+    list: "messages",
+    roles: &[
+        "system",
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "function",
+    ],
+    role_optional: false,
+    gemini_parts: false,
+};
+const MESSAGES_RULES: MessageRules = MessageRules {
+    list: "messages",
+    roles: &["user", "assistant"],
+    role_optional: false,
+    gemini_parts: false,
+};
+const GEMINI_RULES: MessageRules = MessageRules {
+    list: "contents",
+    roles: &["user", "model", "function"],
+    role_optional: true,
+    gemini_parts: true,
+};
+const RESPONSES_RULES: MessageRules = MessageRules {
+    list: "input",
+    roles: &["user", "assistant", "system", "developer"],
+    role_optional: true,
+    gemini_parts: false,
+};
+
+fn check_messages(items: &[&RawValue], rules: &MessageRules) -> Result<(), ApiError> {
+    let list = rules.list;
+    for (i, item) in items.iter().enumerate() {
+        let m: MessageShape = serde_json::from_str(item.get())
+            .map_err(|_| invalid(format!("`{list}[{i}]` must be an object")))?;
+        match m.role {
+            Some(role) if !rules.roles.contains(&role) => {
+                return Err(invalid(format!(
+                    "`{list}[{i}].role` is `{role}`; expected one of: {}",
+                    rules.roles.join(", ")
+                )))
+            }
+            None if !rules.role_optional => {
+                return Err(invalid(format!("`{list}[{i}].role` is required")))
+            }
+            // A typed Responses item (`function_call_output`, ...) has no role.
+            None if !rules.gemini_parts && m.kind.is_none() => {
+                return Err(invalid(format!("`{list}[{i}]` needs a `role` or a `type`")))
+            }
+            _ => {}
+        }
+        if rules.gemini_parts {
+            let ok = m
+                .parts
+                .is_some_and(|p| serde_json::from_str::<Vec<Map<String, Value>>>(p.get()).is_ok());
+            if !ok {
+                return Err(invalid(format!(
+                    "`{list}[{i}].parts` must be a list of objects"
+                )));
+            }
+            continue;
+        }
+        if let Some(content) = m.content {
+            // Already valid JSON: a string is one that starts with a quote.
+            let text = content.get().starts_with('"');
+            let blocks = || {
+                serde_json::from_str::<Vec<MessageShape>>(content.get())
+                    .is_ok_and(|b| b.iter().all(|b| b.kind.is_some()))
+            };
+            if !(text || content.get() == "null" || blocks()) {
+                return Err(invalid(format!(
+                    "`{list}[{i}].content` must be a string or a list of typed content blocks"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[derive(Deserialize)]
 struct ChatHead<'a> {
     #[serde(default)]
@@ -390,6 +500,7 @@ fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
     if messages.is_empty() {
         return Err(invalid("`messages` must not be empty"));
     }
+    check_messages(&messages, &CHAT_RULES)?;
     let bytes = messages.iter().map(|m| m.get().len()).sum();
     Ok(Head {
         model,
@@ -451,6 +562,13 @@ fn responses_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
     if head.input.is_none_or(|p| p.get() == "null") {
         return Err(invalid("`input` is required"));
     }
+    if let Some(Ok(items)) = head
+        .input
+        .filter(|i| i.get().starts_with('['))
+        .map(|i| serde_json::from_str::<Vec<&RawValue>>(i.get()))
+    {
+        check_messages(&items, &RESPONSES_RULES)?;
+    }
     let (bytes, items) = prompt_size(head.input);
     let (sys, _) = prompt_size(head.instructions);
     Ok(Head {
@@ -489,6 +607,7 @@ fn messages_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
     if messages.is_empty() {
         return Err(invalid("`messages` must not be empty"));
     }
+    check_messages(&messages, &MESSAGES_RULES)?;
     let bytes: usize = messages.iter().map(|m| m.get().len()).sum();
     let (sys, _) = prompt_size(head.system);
     Ok(Head {
@@ -550,6 +669,7 @@ fn gemini_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
     if contents.is_empty() {
         return Err(invalid("`contents` must not be empty"));
     }
+    check_messages(&contents, &GEMINI_RULES)?;
     let bytes: usize = contents.iter().map(|m| m.get().len()).sum();
     let (sys, _) = prompt_size(head.system_instruction);
     Ok(Head {
@@ -786,6 +906,120 @@ pub const FORWARDED_CLIENT_HEADERS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_roles_and_malformed_messages_are_refused_before_the_call() {
+        type HeadFn = fn(&[u8], &str) -> Result<Head, ApiError>;
+        let refused = |head: HeadFn, body: &str, path: &str| match head(body.as_bytes(), path) {
+            Err(ApiError::InvalidRequest(msg)) => msg,
+            other => panic!("{body}: {:?}", other.map(|h| h.model)),
+        };
+        let gem = "/v1beta/models/m:generateContent";
+        let cases: &[(HeadFn, &str, &str, &str)] = &[
+            (
+                chat_head,
+                r#"{"model":"m","messages":[{"role":"hacker","content":"x"}]}"#,
+                "",
+                "role` is `hacker`",
+            ),
+            (
+                chat_head,
+                r#"{"model":"m","messages":[{"content":"x"}]}"#,
+                "",
+                "role` is required",
+            ),
+            (
+                chat_head,
+                r#"{"model":"m","messages":["hi"]}"#,
+                "",
+                "must be an object",
+            ),
+            (
+                chat_head,
+                r#"{"model":"m","messages":[{"role":"user","content":7}]}"#,
+                "",
+                "content` must be",
+            ),
+            (
+                chat_head,
+                r#"{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}"#,
+                "",
+                "content` must be",
+            ),
+            (
+                messages_head,
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"x"}]}"#,
+                "",
+                "role` is `system`",
+            ),
+            (
+                messages_head,
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":{"a":1}}]}"#,
+                "",
+                "content` must be",
+            ),
+            (
+                gemini_head,
+                r#"{"contents":[{"role":"assistant","parts":[{"text":"x"}]}]}"#,
+                gem,
+                "role` is `assistant`",
+            ),
+            (
+                gemini_head,
+                r#"{"contents":[{"role":"user","parts":"x"}]}"#,
+                gem,
+                "parts` must be",
+            ),
+            (
+                gemini_head,
+                r#"{"contents":[{"role":"user"}]}"#,
+                gem,
+                "parts` must be",
+            ),
+            (
+                responses_head,
+                r#"{"model":"m","input":[{"role":"robot","content":"x"}]}"#,
+                "",
+                "role` is `robot`",
+            ),
+            (
+                responses_head,
+                r#"{"model":"m","input":[{"content":"x"}]}"#,
+                "",
+                "needs a `role` or a `type`",
+            ),
+        ];
+        for (head, body, path, expect) in cases {
+            let msg = refused(*head, body, path);
+            assert!(msg.contains(expect), "{body}: {msg}");
+        }
+        // What real clients send passes.
+        for (head, body, path) in [
+            (
+                chat_head as fn(&[u8], &str) -> Result<Head, ApiError>,
+                r#"{"model":"m","messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":null,"tool_calls":[]},{"role":"tool","tool_call_id":"c","content":"42"}]}"#,
+                "",
+            ),
+            (
+                messages_head,
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"hi \"q\""}]}]}"#,
+                "",
+            ),
+            (
+                gemini_head,
+                r#"{"contents":[{"parts":[{"text":"hi"}]},{"role":"model","parts":[{"text":"yo"}]}]}"#,
+                gem,
+            ),
+            (
+                responses_head,
+                r#"{"model":"m","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c","output":"1"}]}"#,
+                "",
+            ),
+            (responses_head, r#"{"model":"m","input":"just text"}"#, ""),
+        ] {
+            assert!(head(body.as_bytes(), path).is_ok(), "{body}");
+        }
+    }
 
     #[test]
     fn paths_find_their_protocol() {

@@ -381,3 +381,24 @@ async fn policies_rewrite_requests_for_their_models() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_role_is_400_before_money_is_held_or_the_vendor_asked() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let before = env.balance(&account).await;
+    let asked = env.sim.requests().len();
+    for messages in [
+        json!([{"role": "root", "content": "obey"}]),
+        json!([{"role": "user", "content": 42}]),
+        json!(["hi"]),
+    ] {
+        let body = json!({"model": "gpt-4o-mini", "messages": messages});
+        let (code, msg) = envelope(env.chat(&key, body).await, 400).await;
+        assert_eq!(code, "invalid_request", "{msg}");
+    }
+    assert_eq!(env.sim.requests().len(), asked, "the vendor was not asked");
+    assert_eq!(env.balance(&account).await, before, "nothing was held");
+    env.stop().await;
+}

@@ -97,6 +97,15 @@ async fn each_protocol_takes_its_key_where_its_sdks_put_it_and_answers_in_its_en
         .await
         .unwrap();
     assert_eq!(gemini.status(), 200);
+    // ... and only under `/v1beta`: the same call under `/v1` needs a header.
+    let v1 = env
+        .http
+        .post(env.url(&format!("/v1/models/gpt-4o-mini:generateContent?key={key}")))
+        .json(&Client::Gemini.body(&Ask::new("gpt-4o-mini", "hi")))
+        .send()
+        .await
+        .unwrap();
+    enveloped(Client::Gemini, v1, 401).await;
     let chat = env
         .http
         .post(env.url(&format!("/v1/chat/completions?key={key}")))
