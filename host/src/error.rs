@@ -120,6 +120,24 @@ pub enum ApiError {
     Adapter(String),
     #[error("request body exceeds the limit of {0} bytes")]
     BodyTooLarge(usize),
+    /// A body the gateway could read but an adapter could not hold (a guest's
+    /// memory is capped); the message says which limit.
+    #[error("{0}")]
+    BodyTooLargeForAdapter(String),
+    /// The request line and headers together are over the edge's limit.
+    #[error("the request headers exceed the limit of {0} bytes")]
+    HeadersTooLarge(usize),
+    #[error("the request URI is too long")]
+    UriTooLong,
+    /// The client stopped sending mid-request (headers or body).
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// The connection caps of the edge (all clients, or this address).
+    #[error("too many open connections {0}; retry shortly")]
+    TooManyConnections(String),
+    /// The gateway has no room for more request bytes just now.
+    #[error("{0}")]
+    Busy(String),
     #[error("{0}")]
     MethodNotAllowed(String),
 
@@ -176,10 +194,13 @@ impl ApiError {
             TokenModelDenied(_) | TokenIpDenied(_) | TokenQuotaExhausted { .. } => 403,
             ModelNotFound(_) | NotFound(_) => 404,
             MethodNotAllowed(_) => 405,
+            RequestTimeout(_) => 408,
             IdempotencyKeyReuse => 409,
             ArtifactGone(_) => 410,
-            BodyTooLarge(_) => 413,
+            BodyTooLarge(_) | BodyTooLargeForAdapter(_) => 413,
+            UriTooLong => 414,
             RangeNotSatisfiable(_) => 416,
+            HeadersTooLarge(_) => 431,
             RateLimited { .. }
             | GroupConcurrency { .. }
             | UserConcurrencyLimit { .. }
@@ -191,7 +212,7 @@ impl ApiError {
             | UpstreamIncomplete
             | ArtifactUpstreamAuth
             | ArtifactUpstreamTimeout => 502,
-            NoChannel(_) => 503,
+            NoChannel(_) | TooManyConnections(_) | Busy(_) => 503,
             UpstreamTimeout(_) => 504,
             Upstream { status, .. } => *status,
             Quote { status, .. } => *status,
@@ -219,7 +240,12 @@ impl ApiError {
             UpstreamUnreachable(_) => "upstream_unreachable",
             UpstreamIncomplete => "upstream_incomplete",
             Adapter(_) => "adapter_error",
-            BodyTooLarge(_) => "request_too_large",
+            BodyTooLarge(_) | BodyTooLargeForAdapter(_) => "request_too_large",
+            HeadersTooLarge(_) => "request_header_fields_too_large",
+            UriTooLong => "uri_too_long",
+            RequestTimeout(_) => "request_timeout",
+            TooManyConnections(_) => "too_many_connections",
+            Busy(_) => "server_busy",
             MethodNotAllowed(_) => "method_not_allowed",
             VideoValidation { code, .. } => code,
             Quote { code, .. } => code,
@@ -236,8 +262,11 @@ impl ApiError {
     }
 
     fn error_type(&self) -> &'static str {
+        if matches!(self, ApiError::TooManyConnections(_) | ApiError::Busy(_)) {
+            return "server_error";
+        }
         match self.status().as_u16() {
-            400 | 404 | 405 | 409 | 410 | 413 | 416 => "invalid_request_error",
+            400 | 404 | 405 | 408 | 409 | 410 | 413 | 414 | 416 | 431 => "invalid_request_error",
             401 => "authentication_error",
             402 => "insufficient_quota",
             403 => "permission_error",
@@ -307,6 +336,9 @@ impl ApiError {
                 retry_after_secs: Some(secs),
                 ..
             } => vec![(axum::http::header::RETRY_AFTER, HeaderValue::from(*secs))],
+            ApiError::TooManyConnections(_) | ApiError::Busy(_) => {
+                vec![(axum::http::header::RETRY_AFTER, HeaderValue::from(1))]
+            }
             ApiError::RangeNotSatisfiable(Some(range)) => HeaderValue::from_str(range)
                 .map(|v| vec![(axum::http::header::CONTENT_RANGE, v)])
                 .unwrap_or_default(),
@@ -393,6 +425,30 @@ impl ApiError {
         err.insert("type".into(), json!(self.error_type()));
         err.extend(self.extra());
         json!({ "error": err })
+    }
+}
+
+impl ApiError {
+    /// A whole HTTP/1.1 answer (OpenAI envelope, `connection: close`), for
+    /// the edge, which answers before any request reaches the router (a
+    /// refused connection) or instead of hyper's own empty 400 / 414 / 431.
+    pub fn raw_response(&self, request_id: &str) -> Vec<u8> {
+        let status = self.status();
+        let body = self.body(request_id).to_string();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nx-request-id: {request_id}\r\n",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            body.len()
+        );
+        for (name, value) in self.headers() {
+            if let Ok(v) = value.to_str() {
+                out.push_str(&format!("{name}: {v}\r\n"));
+            }
+        }
+        out.push_str("\r\n");
+        out.push_str(&body);
+        out.into_bytes()
     }
 }
 

@@ -20,6 +20,7 @@ pub mod auth;
 pub mod billing;
 pub mod clock;
 pub mod config;
+pub mod edge;
 pub mod error;
 pub mod ids;
 pub mod limits;

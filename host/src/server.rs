@@ -8,7 +8,6 @@ use crate::limits::{GroupSlots, RateLimiter};
 use crate::plugins::Plugins;
 use crate::state::{AppState, Catalog, SharedState};
 use crate::store::Store;
-use axum::serve::ListenerExt as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -102,6 +101,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             shared_clock.clone(),
         ),
         groups: GroupSlots::new(&config.limits.group_concurrency),
+        bodies: crate::api::body::BodyBudget::new(config.limits.max_buffered_body_bytes),
         video: crate::video::VideoRuntime::default(),
         webhooks: crate::webhooks::WebhookRuntime::new(config.webhooks.max_concurrent),
         config: Arc::new(config),
@@ -136,30 +136,15 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
 
     let stop = CancellationToken::new();
     let mut tasks = Vec::new();
+    let edge = crate::edge::EdgeLimits::from_config(&state.config.limits);
     for (listener, router) in [
         (public, api::public_router(state.clone())),
         (admin, api::admin_router(state.clone())),
     ] {
-        let stop = stop.clone();
-        // Answers are small and written in one go; Nagle's algorithm would
-        // only hold them back waiting for the client's delayed ACK.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        tasks.push(tokio::spawn(async move {
-            use axum::ServiceExt as _;
-            // Paths are normalised before routing (see `api::normalise_prefix`).
-            let app = tower::ServiceBuilder::new()
-                .map_request(api::normalise_prefix::<axum::body::Body>)
-                .service(router);
-            let service = app.into_make_service_with_connect_info::<SocketAddr>();
-            let served = axum::serve(listener, service)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!("listener stopped: {e}");
-            }
-        }));
+        let (stop, edge) = (stop.clone(), edge.clone());
+        tasks.push(tokio::spawn(crate::edge::serve(
+            listener, router, edge, stop,
+        )));
     }
     {
         // Forget idle addresses now and then so the rate limiter stays small.

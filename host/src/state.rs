@@ -83,6 +83,8 @@ pub struct AppState {
     pub catalog: Catalog,
     pub rate: RateLimiter,
     pub groups: GroupSlots,
+    /// Request bytes held in memory, by all requests (see `api::body`).
+    pub bodies: crate::api::body::BodyBudget,
     pub video: crate::video::VideoRuntime,
     pub webhooks: crate::webhooks::WebhookRuntime,
 }

@@ -200,7 +200,7 @@ async fn bad_requests_get_clear_envelopes_and_never_reach_the_upstream() {
     assert!(msg.contains("no-such-model"));
     let (code, msg) = envelope(env.chat(&key, json!({"model": "gpt-4o-mini"})).await, 400).await;
     assert_eq!(code, "invalid_request");
-    assert!(msg.contains("`messages` is required"));
+    assert!(msg.contains("`messages` is required"), "{msg}");
     let resp = env
         .http
         .post(env.url("/v1/chat/completions"))

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-async fn admin(
+/// One admin API call to a gateway process at `base`.
+pub async fn admin(
     http: &reqwest::Client,
     base: &str,
     method: reqwest::Method,

@@ -9,6 +9,7 @@ mod billing;
 mod chat;
 mod cli;
 mod crash;
+mod edge;
 mod families;
 mod limits;
 mod matrix;

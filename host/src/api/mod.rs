@@ -13,6 +13,7 @@
 //!    envelope, so clients only ever see one error shape.
 
 pub mod admin;
+pub mod body;
 pub mod dashboard;
 pub mod models;
 pub mod text;
@@ -24,7 +25,7 @@ use crate::ids::new_request_id;
 use crate::limits::{client_ip, counted_as, RetryAfter};
 use crate::state::SharedState;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -81,15 +82,14 @@ pub fn admin_router(state: SharedState) -> Router {
         .with_state(state)
 }
 
-/// A request body, whole (within the body limit: 413 beyond it).
-pub(crate) async fn read_body(state: &SharedState, req: Request) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
-        } else {
-            ApiError::InvalidRequest(format!("the body could not be read: {e}"))
-        }
-    })
+/// A request body, whole, read under the limits of `body` (size, idle
+/// timeout, memory budget); its bytes count against the budget until the
+/// lease is dropped.
+pub(crate) async fn read_body(
+    state: &SharedState,
+    req: Request,
+) -> Result<(Bytes, body::BodyLease), ApiError> {
+    body::read_whole(state, req).await
 }
 
 async fn unknown_route(method: Method, uri: Uri) -> ApiError {
@@ -174,6 +174,9 @@ async fn with_context(
             ENVELOPE.scope(surface.envelope, async move {
                 if let Some(e) = refused {
                     return e.into_response();
+                }
+                if body::declared_too_large(req.headers(), body_limit) {
+                    return ApiError::BodyTooLarge(body_limit).into_response();
                 }
                 let resp = next.run(req).await;
                 envelope_stray_error(resp, body_limit).await

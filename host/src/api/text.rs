@@ -30,11 +30,27 @@ pub async fn call(
     let protocol = surface
         .protocol
         .ok_or_else(|| ApiError::NotFound(format!("no such endpoint: POST {}", uri.path())))?;
-    let (body, form) = match protocol.body {
-        BodyKind::Json => (super::read_body(&state, request).await?, None),
+    // Nothing is read from a caller who could not pay for any call.
+    super::body::can_afford_a_call(&state, &caller)?;
+    let (body, lease, form) = match protocol.body {
+        BodyKind::Json => {
+            // A JSON body goes through the adapter, whose memory is capped:
+            // one it could not translate is refused rather than failing
+            // inside the guest. It is read first (it is within the body
+            // limit), so that the client, still sending, can read the answer.
+            let room = guest_body_limit(&state);
+            let (body, lease) = super::read_body(&state, request).await?;
+            if body.len() > room {
+                return Err(ApiError::BodyTooLargeForAdapter(format!(
+                    "the body is {} bytes; adapters translate bodies of up to {room} bytes (a quarter of plugins.max_memory_mib)",
+                    body.len()
+                )));
+            }
+            (body, Some(lease), None)
+        }
         BodyKind::Multipart => {
             let form = ClientForm::read(&state, request).await?;
-            (Bytes::from(form.fields_json()), Some(form))
+            (Bytes::from(form.fields_json()), None, Some(form))
         }
     };
     let mut head = protocol.head(&body, uri.path())?;
@@ -71,6 +87,7 @@ pub async fn call(
         prompt_tokens_estimate: head.prompt_tokens_estimate,
         meters: head.meters,
         body,
+        lease,
         form,
         measured,
         client_headers: forwarded_headers(&headers),
@@ -81,4 +98,10 @@ pub async fn call(
     tokio::spawn(crate::error::REQUEST_ID.scope(id, serve(state, caller, req)))
         .await
         .map_err(ApiError::internal)?
+}
+
+/// The largest JSON body an adapter is given: a quarter of a guest's memory
+/// (the body, its parsed form and the translation must fit together).
+fn guest_body_limit(state: &SharedState) -> usize {
+    state.config.plugins.max_memory_bytes / 4
 }

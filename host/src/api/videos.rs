@@ -45,14 +45,18 @@ async fn read_fields(state: &SharedState, req: Request) -> Result<RawFields, Api
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.to_ascii_lowercase().starts_with("multipart/form-data"));
     if is_form {
+        let (req, _lease, failure) = super::body::guarded_request(state, req);
+        let unreadable = |e: &dyn std::fmt::Display| {
+            ApiError::InvalidRequest(format!("the form could not be read: {e}"))
+        };
         let mut form = Multipart::from_request(req, state)
             .await
-            .map_err(|e| ApiError::InvalidRequest(format!("the form could not be read: {e}")))?;
+            .map_err(|e| failure.or(state, unreadable(&e)))?;
         let mut fields = Map::new();
         while let Some(field) = form
             .next_field()
             .await
-            .map_err(|e| ApiError::InvalidRequest(format!("the form could not be read: {e}")))?
+            .map_err(|e| failure.or(state, unreadable(&e)))?
         {
             let name = field.name().unwrap_or("").to_string();
             if field.file_name().is_some() {
@@ -66,7 +70,7 @@ async fn read_fields(state: &SharedState, req: Request) -> Result<RawFields, Api
         }
         return Ok(RawFields { fields, form: true });
     }
-    let bytes = super::read_body(state, req).await?;
+    let (bytes, _lease) = super::read_body(state, req).await?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(fields)) => Ok(RawFields {
             fields,

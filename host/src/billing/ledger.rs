@@ -108,6 +108,27 @@ struct Books {
 }
 
 impl Books {
+    /// Why a hold of `amount` for this account and token would be refused.
+    fn refusal(
+        &self,
+        account_id: &str,
+        token_id: Option<&str>,
+        amount: Quota,
+    ) -> Option<ReserveRefusal> {
+        let Some(balance) = self.accounts.get(account_id).map(|a| a.balance) else {
+            return Some(ReserveRefusal::NoAccount);
+        };
+        if balance < amount {
+            return Some(ReserveRefusal::Insufficient { balance });
+        }
+        let token = token_id.and_then(|id| self.tokens.get(id))?;
+        let limit = token.meta.quota_limit?;
+        (token.used + token.reserved + amount > limit).then_some(ReserveRefusal::TokenQuota {
+            limit,
+            used: token.used,
+        })
+    }
+
     /// Posts one entry to an account: moves the balance, returns the facts.
     fn post(
         account: &mut Account,
@@ -438,21 +459,8 @@ impl Ledger {
         let amount = amount.max(0);
         let (rx, res) = {
             let mut books = self.lock();
-            let Some(balance) = books.accounts.get(account_id).map(|a| a.balance) else {
-                return Ok(Err(ReserveRefusal::NoAccount));
-            };
-            if balance < amount {
-                return Ok(Err(ReserveRefusal::Insufficient { balance }));
-            }
-            if let Some(t) = token_id.and_then(|id| books.tokens.get(id)) {
-                if let Some(limit) = t.meta.quota_limit {
-                    if t.used + t.reserved + amount > limit {
-                        return Ok(Err(ReserveRefusal::TokenQuota {
-                            limit,
-                            used: t.used,
-                        }));
-                    }
-                }
+            if let Some(refusal) = books.refusal(account_id, token_id, amount) {
+                return Ok(Err(refusal));
             }
             let res = Reservation {
                 id: crate::ids::new_id("res_"),
@@ -604,6 +612,19 @@ impl Ledger {
     }
 
     /// Money on hold for an account's calls in flight.
+    /// Whether a hold of `amount` would be granted now (it is not made).
+    pub fn can_reserve(
+        &self,
+        account_id: &str,
+        token_id: Option<&str>,
+        amount: Quota,
+    ) -> Result<(), ReserveRefusal> {
+        match self.lock().refusal(account_id, token_id, amount.max(0)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+
     pub fn held(&self, account_id: &str) -> Quota {
         self.lock()
             .holds

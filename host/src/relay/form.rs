@@ -13,7 +13,6 @@
 use crate::error::ApiError;
 use crate::state::SharedState;
 use axum::extract::{FromRequest, Multipart, Request};
-use axum::http::StatusCode;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
@@ -32,30 +31,35 @@ pub struct FilePart {
 pub struct ClientForm {
     pub fields: Vec<(String, String)>,
     pub files: Vec<FilePart>,
-}
-
-fn form_error(state: &SharedState, e: axum::extract::multipart::MultipartError) -> ApiError {
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::BodyTooLarge(state.config.limits.max_body_bytes)
-    } else {
-        ApiError::InvalidRequest(format!("the form could not be read: {e}"))
-    }
+    /// The form's bytes in the request-body budget, held as long as the form.
+    _lease: crate::api::body::BodyLease,
 }
 
 impl ClientForm {
-    /// Reads a `multipart/form-data` request.
+    /// Reads a `multipart/form-data` request under the body limits (see
+    /// `api::body`); the form keeps the lease on the bytes it holds.
     pub async fn read(state: &SharedState, req: Request) -> Result<ClientForm, ApiError> {
+        let (req, lease, failure) = crate::api::body::guarded_request(state, req);
+        let broken = |e: &dyn std::fmt::Display| {
+            failure.or(
+                state,
+                ApiError::InvalidRequest(format!("the form could not be read: {e}")),
+            )
+        };
         let mut form = Multipart::from_request(req, state).await.map_err(|e| {
             ApiError::InvalidRequest(format!("the body is not a multipart form: {e}"))
         })?;
-        let mut out = ClientForm::default();
-        while let Some(mut field) = form.next_field().await.map_err(|e| form_error(state, e))? {
+        let mut out = ClientForm {
+            _lease: lease,
+            ..ClientForm::default()
+        };
+        while let Some(mut field) = form.next_field().await.map_err(|e| broken(&e))? {
             let name = field.name().unwrap_or("").to_string();
             if let Some(file_name) = field.file_name().map(str::to_string) {
                 let content_type = field.content_type().map(str::to_string);
                 let mut chunks = Vec::new();
                 let mut len = 0u64;
-                while let Some(chunk) = field.chunk().await.map_err(|e| form_error(state, e))? {
+                while let Some(chunk) = field.chunk().await.map_err(|e| broken(&e))? {
                     len += chunk.len() as u64;
                     chunks.push(chunk);
                 }
@@ -68,7 +72,10 @@ impl ClientForm {
                 });
             } else {
                 let text = field.text().await.map_err(|e| {
-                    ApiError::InvalidRequest(format!("form field `{name}` is not text: {e}"))
+                    failure.or(
+                        state,
+                        ApiError::InvalidRequest(format!("form field `{name}` is not text: {e}")),
+                    )
                 })?;
                 out.fields.push((name, text));
             }
@@ -177,6 +184,7 @@ mod tests {
         let b = Bytes::from(file);
         let chunks = vec![b.slice(..7), b.slice(7..)];
         ClientForm {
+            _lease: Default::default(),
             fields: vec![("model".into(), "whisper-1".into())],
             files: vec![FilePart {
                 name: "file".into(),

@@ -38,6 +38,9 @@ pub struct TextRequest {
     pub meters: Vec<Meter>,
     /// The client's body, as received (for a form: its text fields as JSON).
     pub body: Bytes,
+    /// The JSON body's bytes in the request-body budget, held until the
+    /// call ends (a form holds its own).
+    pub lease: Option<crate::api::body::BodyLease>,
     /// The client's multipart form, when it sent one.
     pub form: Option<ClientForm>,
     /// What the host measured of the request itself (a transcription's

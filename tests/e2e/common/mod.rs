@@ -721,6 +721,34 @@ impl GatewayProcess {
         }
     }
 
+    /// Open file descriptors and resident memory (KiB) of the process.
+    pub fn descriptors_and_rss_kib(&self) -> (usize, u64) {
+        let pid = self.child.id();
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        (fds, rss)
+    }
+
+    /// The process's peak resident memory so far (KiB).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn kill(mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
@@ -736,6 +764,11 @@ impl Drop for GatewayProcess {
 
 /// A config file for a gateway process in front of `sim_url`, in `dir`.
 pub fn process_config(dir: &Path, sim_url: &str, extra: &str) -> PathBuf {
+    process_config_with_limits(dir, sim_url, "", extra)
+}
+
+/// The same, with extra `[limits]` keys.
+pub fn process_config_with_limits(dir: &Path, sim_url: &str, limits: &str, extra: &str) -> PathBuf {
     let adapters = dir.join("adapters");
     let policies = dir.join("policies");
     std::fs::create_dir_all(&adapters).unwrap();
@@ -765,6 +798,7 @@ listen = "127.0.0.1:0"
 key = "{ADMIN_KEY}"
 [limits]
 rate_limit_requests = 1000000
+{limits}
 [plugins]
 max_instances = 64
 [video]
