@@ -415,7 +415,8 @@ pub struct LimitsConfig {
     pub body_idle_timeout: Duration,
     /// A client that accepts no bytes of an answer for this long is dropped.
     pub write_timeout: Duration,
-    /// Largest request head (request line and headers); beyond it, 431.
+    /// Largest request head (request line and headers), at least 8192;
+    /// beyond it, 431.
     pub max_header_bytes: usize,
     /// Open client connections, in all (also kept below the process's file
     /// descriptor limit) and per client address; 0 = no per-address cap.
@@ -586,6 +587,16 @@ fn positive(field: &str, v: u64) -> Result<u64, ConfigError> {
     }
 }
 
+/// A positive number of seconds.
+fn positive_secs(field: &str, v: u64) -> Result<Duration, ConfigError> {
+    positive(field, v).map(Duration::from_secs)
+}
+
+/// A positive number of milliseconds.
+fn positive_millis(field: &str, v: u64) -> Result<Duration, ConfigError> {
+    positive(field, v).map(Duration::from_millis)
+}
+
 fn resolve(
     raw: RawConfig,
     base: &Path,
@@ -631,51 +642,39 @@ fn resolve(
     let limits = LimitsConfig {
         max_body_bytes: usize::try_from(positive("limits.max_body_bytes", l.max_body_bytes)?)
             .map_err(|_| invalid("limits.max_body_bytes", "too large"))?,
-        stream_idle_timeout: Duration::from_secs(positive(
+        stream_idle_timeout: positive_secs(
             "limits.stream_idle_timeout_secs",
             l.stream_idle_timeout_secs,
-        )?),
-        upstream_timeout: Duration::from_secs(positive(
-            "limits.upstream_timeout_secs",
-            l.upstream_timeout_secs,
-        )?),
-        connect_timeout: Duration::from_secs(positive(
-            "limits.connect_timeout_secs",
-            l.connect_timeout_secs,
-        )?),
+        )?,
+        upstream_timeout: positive_secs("limits.upstream_timeout_secs", l.upstream_timeout_secs)?,
+        connect_timeout: positive_secs("limits.connect_timeout_secs", l.connect_timeout_secs)?,
         rate_limit_requests: positive("limits.rate_limit_requests", l.rate_limit_requests.into())?
             as u32,
-        rate_limit_window: Duration::from_secs(positive(
+        rate_limit_window: positive_secs(
             "limits.rate_limit_window_secs",
             l.rate_limit_window_secs,
-        )?),
+        )?,
         ipv6_prefix_len: if l.ipv6_prefix_len <= 128 {
             l.ipv6_prefix_len
         } else {
             return Err(invalid("limits.ipv6_prefix_len", "must be 0 to 128"));
         },
         group_concurrency: l.group_concurrency.into_iter().collect(),
-        header_read_timeout: Duration::from_secs(positive(
+        header_read_timeout: positive_secs(
             "limits.header_read_timeout_secs",
             l.header_read_timeout_secs,
-        )?),
-        keepalive_idle_timeout: Duration::from_secs(positive(
+        )?,
+        keepalive_idle_timeout: positive_secs(
             "limits.keepalive_idle_timeout_secs",
             l.keepalive_idle_timeout_secs,
-        )?),
-        body_idle_timeout: Duration::from_secs(positive(
+        )?,
+        body_idle_timeout: positive_secs(
             "limits.body_idle_timeout_secs",
             l.body_idle_timeout_secs,
-        )?),
-        write_timeout: Duration::from_secs(positive(
-            "limits.write_timeout_secs",
-            l.write_timeout_secs,
-        )?),
-        max_header_bytes: usize::try_from(positive(
-            "limits.max_header_bytes",
-            l.max_header_bytes.max(8192),
-        )?)
-        .unwrap_or(usize::MAX),
+        )?,
+        write_timeout: positive_secs("limits.write_timeout_secs", l.write_timeout_secs)?,
+        // hyper reads heads into a buffer of at least 8 KiB.
+        max_header_bytes: usize::try_from(l.max_header_bytes.max(8192)).unwrap_or(usize::MAX),
         max_connections: usize::try_from(positive("limits.max_connections", l.max_connections)?)
             .unwrap_or(usize::MAX),
         max_connections_per_ip: usize::try_from(l.max_connections_per_ip).unwrap_or(usize::MAX),
@@ -690,13 +689,10 @@ fn resolve(
 
     let p = raw.plugins;
     let plugins = PluginConfig {
-        call_timeout: Duration::from_millis(positive(
-            "plugins.call_timeout_ms",
-            p.call_timeout_ms,
-        )?),
+        call_timeout: positive_millis("plugins.call_timeout_ms", p.call_timeout_ms)?,
         max_memory_bytes: (positive("plugins.max_memory_mib", p.max_memory_mib)? as usize)
             .saturating_mul(1024 * 1024),
-        epoch_tick: Duration::from_millis(positive("plugins.epoch_tick_ms", p.epoch_tick_ms)?),
+        epoch_tick: positive_millis("plugins.epoch_tick_ms", p.epoch_tick_ms)?,
         max_instances: positive("plugins.max_instances", p.max_instances.into())? as u32,
         reload_interval: Duration::from_secs(p.reload_interval_secs),
     };
@@ -718,14 +714,8 @@ fn resolve(
 
     let v = raw.video;
     let video = VideoConfig {
-        poll_interval: Duration::from_secs(positive(
-            "video.poll_interval_secs",
-            v.poll_interval_secs,
-        )?),
-        poll_max_backoff: Duration::from_secs(positive(
-            "video.poll_max_backoff_secs",
-            v.poll_max_backoff_secs,
-        )?),
+        poll_interval: positive_secs("video.poll_interval_secs", v.poll_interval_secs)?,
+        poll_max_backoff: positive_secs("video.poll_max_backoff_secs", v.poll_max_backoff_secs)?,
         poll_after_ms: v.poll_after_ms,
         task_expiry_secs: v.task_expiry_secs,
         download_window_secs: v.download_window_secs,
@@ -736,11 +726,8 @@ fn resolve(
         daily_budget: v
             .daily_budget_cny
             .to_quota(&currency, "video.daily_budget_cny")?,
-        content_timeout: Duration::from_secs(positive(
-            "video.content_timeout_secs",
-            v.content_timeout_secs,
-        )?),
-        poller_tick: Duration::from_millis(positive("video.poller_tick_ms", v.poller_tick_ms)?),
+        content_timeout: positive_secs("video.content_timeout_secs", v.content_timeout_secs)?,
+        poller_tick: positive_millis("video.poller_tick_ms", v.poller_tick_ms)?,
     };
 
     let w = raw.webhooks;
@@ -752,13 +739,10 @@ fn resolve(
     }
     let webhooks = WebhookConfig {
         allow_private_targets: w.allow_private_targets,
-        timeout: Duration::from_secs(positive("webhooks.timeout_secs", w.timeout_secs)?),
+        timeout: positive_secs("webhooks.timeout_secs", w.timeout_secs)?,
         max_concurrent: positive("webhooks.max_concurrent", w.max_concurrent as u64)? as usize,
         retry_schedule_secs: w.retry_schedule_secs,
-        dispatch_tick: Duration::from_millis(positive(
-            "webhooks.dispatch_tick_ms",
-            w.dispatch_tick_ms,
-        )?),
+        dispatch_tick: positive_millis("webhooks.dispatch_tick_ms", w.dispatch_tick_ms)?,
     };
 
     let mut models = Vec::new();

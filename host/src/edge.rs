@@ -467,27 +467,50 @@ impl AsyncRead for GuardedIo {
     }
 }
 
+impl GuardedIo {
+    /// One write of hyper's, `len` bytes starting with `first`: a pending
+    /// replacement answer goes out before anything else; hyper's own bare
+    /// answer is swapped for the envelope (its bytes count as written);
+    /// anything else is written by `write` under the write timeout.
+    fn write(
+        &mut self,
+        cx: &mut Context<'_>,
+        first: &[u8],
+        len: usize,
+        write: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        std::task::ready!(self.flush_replacement(cx))?;
+        if let Some(answer) = self.replace_bare_answer(first) {
+            self.replacement = Some((answer, 0));
+            if let Poll::Ready(Err(e)) = self.flush_replacement(cx) {
+                return Poll::Ready(Err(e));
+            }
+            return Poll::Ready(Ok(len));
+        }
+        let r = write(Pin::new(&mut self.io), cx);
+        self.timed_write(cx, r)
+    }
+
+    /// A flush or shutdown, after any pending replacement answer.
+    fn after_replacement(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<()>>,
+    ) -> Poll<io::Result<()>> {
+        std::task::ready!(self.flush_replacement(cx))?;
+        let r = op(Pin::new(&mut self.io), cx);
+        self.timed_write(cx, r)
+    }
+}
+
 impl AsyncWrite for GuardedIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match this.flush_replacement(cx) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => return Poll::Pending,
-        }
-        if let Some(answer) = this.replace_bare_answer(buf) {
-            this.replacement = Some((answer, 0));
-            return match this.flush_replacement(cx) {
-                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                _ => Poll::Ready(Ok(buf.len())),
-            };
-        }
-        let r = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.timed_write(cx, r)
+        self.get_mut()
+            .write(cx, buf, buf.len(), |io, cx| io.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -495,16 +518,13 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let first = bufs.iter().find(|b| !b.is_empty());
-        if this.replacement.is_some()
-            || first.is_some_and(|b| this.replace_bare_answer(b).is_some())
-        {
-            // Rare path (an error answer): one slice at a time.
-            return Pin::new(this).poll_write(cx, first.map(|b| &b[..]).unwrap_or(&[]));
-        }
-        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.timed_write(cx, r)
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.get_mut()
+            .write(cx, first, len, |io, cx| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -512,23 +532,13 @@ impl AsyncWrite for GuardedIo {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        match this.flush_replacement(cx) {
-            Poll::Ready(Ok(())) => {}
-            other => return other,
-        }
-        let r = Pin::new(&mut this.io).poll_flush(cx);
-        this.timed_write(cx, r)
+        self.get_mut()
+            .after_replacement(cx, |io, cx| io.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        match this.flush_replacement(cx) {
-            Poll::Ready(Ok(())) => {}
-            other => return other,
-        }
-        let r = Pin::new(&mut this.io).poll_shutdown(cx);
-        this.timed_write(cx, r)
+        self.get_mut()
+            .after_replacement(cx, |io, cx| io.poll_shutdown(cx))
     }
 }
 

@@ -7,28 +7,6 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One admin API call to a gateway process at `base`.
-pub async fn admin(
-    http: &reqwest::Client,
-    base: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http
-        .request(method, format!("http://{base}{path}"))
-        .bearer_auth(ADMIN_KEY);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    req.send()
-        .await
-        .expect("admin answers")
-        .json()
-        .await
-        .expect("admin JSON")
-}
-
 /// One client call; `Some((request id, usage))` when the client got a
 /// complete, successful answer.
 async fn call(http: &reqwest::Client, base: &str, key: &str, i: usize) -> Option<(String, Value)> {
@@ -78,24 +56,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     let http = reqwest::Client::new();
 
     let gw = GatewayProcess::start(&config);
-    let acct = admin(
-        &http,
-        &gw.admin,
-        reqwest::Method::POST,
-        "/admin/v1/accounts",
-        Some(json!({"name": "load", "trial_credit_cny": "100"})),
-    )
-    .await;
-    let account = acct["id"].as_str().unwrap().to_string();
-    let tok = admin(
-        &http,
-        &gw.admin,
-        reqwest::Method::POST,
-        "/admin/v1/tokens",
-        Some(json!({"account": account})),
-    )
-    .await;
-    let key = tok["key"].as_str().unwrap().to_string();
+    let (account, key) = gw.account_and_key(&http, "100").await;
 
     // Sixteen clients call back to back; the gateway is killed once a few
     // hundred calls have completed, with many more in flight.
@@ -138,7 +99,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     );
 
     let gw = GatewayProcess::start(&config);
-    let holds = admin(
+    let holds = admin_at(
         &http,
         &gw.admin,
         reqwest::Method::GET,
@@ -147,7 +108,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     )
     .await;
     assert_eq!(holds["data"], json!([]), "no hold survives the restart");
-    let a = admin(
+    let a = admin_at(
         &http,
         &gw.admin,
         reqwest::Method::GET,
@@ -156,7 +117,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     )
     .await;
     assert_eq!(a["balance"], a["ledger_sum"]);
-    let usage = admin(
+    let usage = admin_at(
         &http,
         &gw.admin,
         reqwest::Method::GET,
@@ -200,21 +161,11 @@ async fn video_tasks_and_webhook_events_survive_sigkill() {
     let post = |gw: &GatewayProcess, path: &str, body: Value| {
         let (http, base) = (http.clone(), gw.admin.clone());
         let path = path.to_string();
-        async move { admin(&http, &base, reqwest::Method::POST, &path, Some(body)).await }
+        async move { admin_at(&http, &base, reqwest::Method::POST, &path, Some(body)).await }
     };
 
     let gw = GatewayProcess::start(&config);
-    let acct = post(
-        &gw,
-        "/admin/v1/accounts",
-        json!({"name": "v", "trial_credit_cny": "100"}),
-    )
-    .await;
-    let account = acct["id"].as_str().unwrap().to_string();
-    let key = post(&gw, "/admin/v1/tokens", json!({"account": account})).await["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (account, key) = gw.account_and_key(&http, "100").await;
     let submit = |gw: &GatewayProcess, body: Value| {
         let (http, base, key) = (http.clone(), gw.public.clone(), key.clone());
         async move {
@@ -288,7 +239,7 @@ async fn video_tasks_and_webhook_events_survive_sigkill() {
     post(&gw, "/admin/v1/clock/advance", json!({"secs": 6 * 3600})).await;
     post(&gw, "/admin/v1/video/poll", json!({})).await;
     assert_eq!(task(&stuck).await["status"], "expired");
-    let a = admin(
+    let a = admin_at(
         &http,
         &gw.admin,
         reqwest::Method::GET,
@@ -302,7 +253,7 @@ async fn video_tasks_and_webhook_events_survive_sigkill() {
         50_000_000 - 4 * 700_000 - 8 * 700_000,
         "the two completed tasks, nothing else"
     );
-    let holds = admin(
+    let holds = admin_at(
         &http,
         &gw.admin,
         reqwest::Method::GET,

@@ -3,7 +3,6 @@
 //! descriptors and memory can be read from `/proc` without the test's own.
 
 use crate::common::*;
-use crate::crash::admin;
 use serde_json::{json, Value};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -33,28 +32,6 @@ async fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStre
     socket.connect(to).await
 }
 
-/// A key with money, made through the admin API of the process.
-async fn funded_key(http: &reqwest::Client, gw: &GatewayProcess) -> String {
-    let account = admin(
-        http,
-        &gw.admin,
-        reqwest::Method::POST,
-        "/admin/v1/accounts",
-        Some(json!({"name": "edge", "trial_credit_cny": "10"})),
-    )
-    .await;
-    let id = account["id"].as_str().unwrap();
-    let token = admin(
-        http,
-        &gw.admin,
-        reqwest::Method::POST,
-        "/admin/v1/tokens",
-        Some(json!({"account": id})),
-    )
-    .await;
-    token["key"].as_str().unwrap().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_half_sent_requests_from_one_address_starve_nobody() {
     const ATTACK: usize = 3_000;
@@ -72,7 +49,7 @@ async fn thousands_of_half_sent_requests_from_one_address_starve_nobody() {
     let gw = GatewayProcess::start(&config);
     let public: SocketAddr = gw.public.parse().unwrap();
     let http = reqwest::Client::new();
-    let key = funded_key(&http, &gw).await;
+    let (_, key) = gw.account_and_key(&http, "10").await;
     let (fds_before, rss_before) = gw.descriptors_and_rss_kib();
 
     // The attacker: one address, thousands of connections, each with half a
@@ -305,7 +282,7 @@ async fn slow_uploads_pin_no_more_than_the_body_budget() {
     let gw = GatewayProcess::start(&config);
     let public: SocketAddr = gw.public.parse().unwrap();
     let http = reqwest::Client::new();
-    let key = funded_key(&http, &gw).await;
+    let (_, key) = gw.account_and_key(&http, "10").await;
     let before = gw.peak_rss_kib();
 
     // Eight paying clients each start a 30 MiB body, send 24 MiB of it and
@@ -366,27 +343,6 @@ async fn slow_uploads_pin_no_more_than_the_body_budget() {
     gw.kill();
 }
 
-/// A WAV file of `secs` seconds of silence (16 kHz, 16-bit mono), header
-/// written by hand so that a 100 MB file costs no encoding time.
-fn big_wav(secs: u32) -> Vec<u8> {
-    let data = secs * 32_000;
-    let mut out = Vec::with_capacity(44 + data as usize);
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&16_000u32.to_le_bytes());
-    out.extend_from_slice(&32_000u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&data.to_le_bytes());
-    out.resize(44 + data as usize, 0);
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_mb_transcription_upload_is_held_once() {
     let sim = start_sim().await;
@@ -394,8 +350,8 @@ async fn a_100_mb_transcription_upload_is_held_once() {
     let config = process_config(dir.path(), &sim.base_url(), "");
     let gw = GatewayProcess::start(&config);
     let http = reqwest::Client::new();
-    let key = funded_key(&http, &gw).await;
-    let audio = big_wav(3_200); // 102.4 MB, 53 minutes
+    let (_, key) = gw.account_and_key(&http, "10").await;
+    let audio = crate::families::wav(3_200_000); // 102.4 MB, 53 minutes
     let size = audio.len() as u64;
     let before = gw.peak_rss_kib();
     let form = reqwest::multipart::Form::new()

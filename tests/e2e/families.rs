@@ -45,6 +45,19 @@ impl Books {
         cost
     }
 
+    /// A call the vendor failed: a 5xx, and charged nothing. The answer is
+    /// handed back for its envelope.
+    async fn failed_for_free(&mut self, env: &Env, r: reqwest::Response) -> reqwest::Response {
+        let id = request_id(&r);
+        assert!(r.status().is_server_error(), "{}", r.status());
+        assert_eq!(
+            self.charged(env, &id).await,
+            0,
+            "a failed call costs nothing"
+        );
+        r
+    }
+
     /// The balance is the 10 CNY minus everything charged.
     async fn check(&self, env: &Env) {
         let (balance, sum) = env.balance(&self.account).await;
@@ -171,10 +184,9 @@ async fn embeddings_in_both_encodings_and_both_spellings_are_billed_by_tokens() 
             json!({"model": "text-embedding-3-small", "input": "x [[sim:status=500]]"}),
         )
         .await;
-    let id = request_id(&r);
+    let r = books.failed_for_free(&env, r).await;
     let (code, _) = envelope(r, 502).await;
     assert_eq!(code, "upstream_error");
-    assert_eq!(books.charged(&env, &id).await, 0);
     books.check(&env).await;
     env.stop().await;
 }
@@ -245,19 +257,13 @@ async fn images_and_speech_are_relayed_and_billed_by_their_meters() {
             json!({"model": "tts-1", "input": "x [[sim:status=503]]", "voice": "alloy"}),
         )
         .await;
-    let id = request_id(&r);
-    assert!(r.status().is_server_error());
-    assert_eq!(
-        books.charged(&env, &id).await,
-        0,
-        "a failed call costs nothing"
-    );
+    books.failed_for_free(&env, r).await;
     books.check(&env).await;
     env.stop().await;
 }
 
 /// A WAV file of silence: 16 kHz, 16-bit mono.
-fn wav(millis: u32) -> Vec<u8> {
+pub fn wav(millis: u32) -> Vec<u8> {
     let spec = hound::WavSpec {
         channels: 1,
         sample_rate: 16_000,
@@ -432,9 +438,7 @@ async fn rerank_and_moderation_answer_their_shapes_and_bill_units_and_requests()
             json!({"model": "rerank-v1", "query": "q [[sim:status=500]]", "documents": ["a"]}),
         )
         .await;
-    let id = request_id(&r);
-    assert!(r.status().is_server_error());
-    assert_eq!(books.charged(&env, &id).await, 0);
+    books.failed_for_free(&env, r).await;
     books.check(&env).await;
     env.stop().await;
 }

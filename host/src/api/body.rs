@@ -43,11 +43,6 @@ impl BodyBudget {
             room: Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS))),
         }
     }
-
-    /// Bytes of the budget free now.
-    pub fn free(&self) -> usize {
-        self.room.available_permits()
-    }
 }
 
 /// A request's share of the budget: the bytes of its body, given back when
@@ -168,13 +163,8 @@ fn answer(state: &SharedState, why: Stop) -> ApiError {
 /// A JSON (or any) body, whole, in one buffer sized from its declared
 /// length, with its lease.
 pub async fn read_whole(state: &SharedState, req: Request) -> Result<(Bytes, BodyLease), ApiError> {
-    let declared = req
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0)
-        .min(state.config.limits.max_body_bytes);
+    let limit = state.config.limits.max_body_bytes;
+    let declared = declared_length(req.headers()).map_or(0, |n| n.min(limit as u64) as usize);
     let (mut g, lease, _) = Guarded::new(state, req.into_body());
     let mut out = BytesMut::with_capacity(declared);
     while let Some(chunk) = g.next().await.map_err(|why| answer(state, why))? {
@@ -229,9 +219,15 @@ pub fn can_afford_a_call(
 
 /// A declared `Content-Length` over the limit: refused before routing.
 pub fn declared_too_large(headers: &axum::http::HeaderMap, limit: usize) -> bool {
+    declared_length(headers).is_some_and(|n| n > limit as u64)
+}
+
+fn declared_length(headers: &axum::http::HeaderMap) -> Option<u64> {
     headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .is_some_and(|n| n > limit as u64)
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }

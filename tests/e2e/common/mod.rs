@@ -723,30 +723,55 @@ impl GatewayProcess {
 
     /// Open file descriptors and resident memory (KiB) of the process.
     pub fn descriptors_and_rss_kib(&self) -> (usize, u64) {
-        let pid = self.child.id();
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
             .map(|d| d.count())
             .unwrap_or(0);
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let rss = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        (fds, rss)
+        (fds, self.status_kib("VmRSS:"))
     }
 
     /// The process's peak resident memory so far (KiB).
     pub fn peak_rss_kib(&self) -> u64 {
+        self.status_kib("VmHWM:")
+    }
+
+    /// One `/proc/PID/status` line's value in KiB (0 if absent).
+    fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.split_whitespace().next())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// A new account with `cny` of trial credit and a key for it, made
+    /// through the process's admin API: (account id, key).
+    pub async fn account_and_key(&self, http: &reqwest::Client, cny: &str) -> (String, String) {
+        let account = admin_at(
+            http,
+            &self.admin,
+            reqwest::Method::POST,
+            "/admin/v1/accounts",
+            Some(json!({"name": "process", "trial_credit_cny": cny})),
+        )
+        .await["id"]
+            .as_str()
+            .expect("account id")
+            .to_string();
+        let key = admin_at(
+            http,
+            &self.admin,
+            reqwest::Method::POST,
+            "/admin/v1/tokens",
+            Some(json!({"account": account})),
+        )
+        .await["key"]
+            .as_str()
+            .expect("token key")
+            .to_string();
+        (account, key)
     }
 
     pub fn kill(mut self) {
@@ -760,6 +785,28 @@ impl Drop for GatewayProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One admin API call to a gateway process listening at `base`.
+pub async fn admin_at(
+    http: &reqwest::Client,
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut req = http
+        .request(method, format!("http://{base}{path}"))
+        .bearer_auth(ADMIN_KEY);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    req.send()
+        .await
+        .expect("admin answers")
+        .json()
+        .await
+        .expect("admin JSON")
 }
 
 /// A config file for a gateway process in front of `sim_url`, in `dir`.

@@ -9,6 +9,17 @@ use upstream_sim::SimServer;
 mod common;
 use common::{sim, KEY};
 
+/// A request sent, its JSON answer read.
+trait JsonAnswer {
+    async fn json_answer(self) -> Value;
+}
+
+impl JsonAnswer for reqwest::RequestBuilder {
+    async fn json_answer(self) -> Value {
+        self.send().await.unwrap().json().await.unwrap()
+    }
+}
+
 fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -60,13 +71,7 @@ async fn anthropic_plain_and_stream() {
     let body = json!({"model": "sim-claude", "max_tokens": 100, "system": "be brief",
         "thinking": {"type": "enabled", "budget_tokens": 1024},
         "messages": [{"role": "user", "content": "hello there friend"}]});
-    let v: Value = messages(&sim, body.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = messages(&sim, body.clone()).json_answer().await;
     assert_eq!(v["type"], "message");
     assert_eq!(v["stop_reason"], "end_turn");
     assert_eq!(v["content"][0]["type"], "thinking");
@@ -137,12 +142,8 @@ async fn gemini_plain_and_sse() {
         "systemInstruction": {"parts": [{"text": "be brief"}]},
         "generationConfig": {"thinking_config": {"include_thoughts": true}}});
     let v: Value = gemini(&sim, "generateContent", body.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     let parts = &v["candidates"][0]["content"]["parts"];
     assert_eq!(parts[0]["thought"], true);
     assert_eq!(
@@ -388,13 +389,7 @@ async fn anthropic_thinking_signature_round_trip() {
     let first = json!({"model": "sim-claude", "max_tokens": 100,
         "thinking": {"type": "enabled", "budget_tokens": 2000},
         "messages": [{"role": "user", "content": "why is the sky blue"}]});
-    let v: Value = messages(&sim, first.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = messages(&sim, first.clone()).json_answer().await;
     let mut next = first;
     next["messages"].as_array_mut().unwrap().extend([
         json!({"role": "assistant", "content": v["content"]}),
@@ -533,12 +528,8 @@ async fn gemini_sse_stream_shape() {
         "streamGenerateContent",
         json!({"contents": [{"parts": [{"text": "hello"}]}]}),
     )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    .json_answer()
+    .await;
     let array = array.as_array().unwrap();
     assert_eq!(
         array.last().unwrap()["candidates"][0]["finishReason"],
@@ -557,12 +548,8 @@ async fn gemini_thought_signature_round_trip() {
         "tools": [{"function_declarations": [{"name": "get_weather", "parameters_json_schema": {}}]}],
         "generationConfig": {"thinkingConfig": {"thinking_budget": 1024}}});
     let v: Value = gemini(&sim, "generateContent", first.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     let parts = v["candidates"][0]["content"]["parts"].clone();
     assert_eq!(
         parts[1],
@@ -576,12 +563,8 @@ async fn gemini_thought_signature_round_trip() {
                                                                "response": {"result": "sunny and mild"}}}]}),
     ]);
     let good: Value = gemini(&sim, "generateContent", next.clone())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     let answer = &good["candidates"][0]["content"]["parts"];
     assert_eq!(answer[0]["thought"], true);
     assert!(answer[1]["text"]
@@ -674,12 +657,8 @@ async fn queued_429s_and_truncations_in_every_protocol() {
         "generateContent",
         json!({"contents": [{"parts": [{"text": "x [[sim:truncate]]"}]}]}),
     )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    .json_answer()
+    .await;
     assert_eq!(plain["candidates"][0]["finishReason"], "STOP");
 }
 
@@ -693,12 +672,8 @@ async fn recorded_usage_in_each_vendors_shape() {
             &json!({"messages": [{"role": "system", "content": "be brief"},
                                    {"role": "user", "content": "hi"}]}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     // A stream without include_usage reports no usage.
     let streamed = http()
         .post(format!("{}/chat/completions", sim.base_url()))
@@ -727,12 +702,8 @@ async fn recorded_usage_in_each_vendors_shape() {
         "generateContent",
         json!({"contents": [{"parts": [{"text": "hi"}]}]}),
     )
-    .send()
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    .json_answer()
+    .await;
     let failed = gemini(
         &sim,
         "generateContent",
@@ -745,12 +716,8 @@ async fn recorded_usage_in_each_vendors_shape() {
 
     let listed: Value = http()
         .get(format!("http://{}/_sim/requests", sim.addr()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_answer()
+        .await;
     let usage: Vec<&Value> = listed
         .as_array()
         .unwrap()
