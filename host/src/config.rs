@@ -59,6 +59,8 @@ struct RawConfig {
     #[serde(default)]
     webhooks: RawWebhooks,
     #[serde(default)]
+    retention: RawRetention,
+    #[serde(default)]
     testing: RawTesting,
     #[serde(default)]
     channels: Vec<RawChannel>,
@@ -251,6 +253,28 @@ impl Default for RawWebhooks {
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawRetention {
+    quotes_after_expiry_secs: u64,
+    delivered_events_secs: u64,
+    dead_events_secs: u64,
+    sweep_every_secs: u64,
+    sweep_batch: usize,
+}
+
+impl Default for RawRetention {
+    fn default() -> Self {
+        Self {
+            quotes_after_expiry_secs: 24 * 3600,
+            delivered_events_secs: 7 * 24 * 3600,
+            dead_events_secs: 30 * 24 * 3600,
+            sweep_every_secs: 300,
+            sweep_batch: 500,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawTesting {
@@ -381,6 +405,7 @@ pub struct Config {
     pub wal_sync: crate::store::wal::WalSync,
     pub video: VideoConfig,
     pub webhooks: WebhookConfig,
+    pub retention: RetentionConfig,
     pub manual_clock: bool,
     pub channels: Vec<ChannelConfig>,
     pub models: Vec<ModelConfig>,
@@ -460,6 +485,20 @@ pub struct WebhookConfig {
     pub max_concurrent: usize,
     pub retry_schedule_secs: Vec<i64>,
     pub dispatch_tick: Duration,
+}
+
+/// How long records that only matter for a while are kept (idempotency
+/// records: `video.idempotency_window_secs`), and how the sweeper removes
+/// them.
+#[derive(Debug, Clone)]
+pub struct RetentionConfig {
+    pub quotes_after_expiry_secs: i64,
+    pub delivered_events_secs: i64,
+    pub dead_events_secs: i64,
+    /// How often old records are looked for (real time).
+    pub sweep_every: Duration,
+    /// Most records of each kind removed per transaction.
+    pub sweep_batch: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -745,6 +784,19 @@ fn resolve(
         dispatch_tick: positive_millis("webhooks.dispatch_tick_ms", w.dispatch_tick_ms)?,
     };
 
+    let r = raw.retention;
+    let secs = |field: &str, v: u64| i64::try_from(v).map_err(|_| invalid(field, "is too large"));
+    let retention = RetentionConfig {
+        quotes_after_expiry_secs: secs(
+            "retention.quotes_after_expiry_secs",
+            r.quotes_after_expiry_secs,
+        )?,
+        delivered_events_secs: secs("retention.delivered_events_secs", r.delivered_events_secs)?,
+        dead_events_secs: secs("retention.dead_events_secs", r.dead_events_secs)?,
+        sweep_every: positive_secs("retention.sweep_every_secs", r.sweep_every_secs)?,
+        sweep_batch: positive("retention.sweep_batch", r.sweep_batch as u64)? as usize,
+    };
+
     let mut models = Vec::new();
     let mut model_names = HashSet::new();
     for (i, m) in raw.models.into_iter().enumerate() {
@@ -878,6 +930,7 @@ fn resolve(
         wal_sync: raw.billing.wal_sync,
         video,
         webhooks,
+        retention,
         manual_clock: raw.testing.manual_clock,
         channels,
         models,

@@ -27,6 +27,7 @@ pub mod limits;
 pub mod plugins;
 pub mod protocol;
 pub mod relay;
+pub mod retention;
 pub mod server;
 pub mod sse;
 pub mod state;

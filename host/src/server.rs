@@ -119,6 +119,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
     }
     crate::video::poller::spawn(&state, state.config.video.poller_tick);
     crate::webhooks::spawn(&state, state.config.webhooks.dispatch_tick);
+    crate::retention::spawn(&state);
 
     let public = tokio::net::TcpListener::bind(state.config.listen)
         .await

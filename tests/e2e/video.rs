@@ -538,6 +538,74 @@ async fn two_concurrent_submissions_with_one_quote_exactly_one_succeeds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotes_and_idempotency_records_are_swept_after_their_windows() {
+    let env = Env::start().await;
+    let account = env.account("100").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let q: Value = env
+        .post(
+            &key,
+            "/v1/videos/quote",
+            json!({"model": "video-fast", "seconds": "4"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let quote_id = q["quote_id"].as_str().unwrap().to_string();
+    let body = json!({"model": "video-fast", "prompt": "p", "seconds": "4", "quote_id": quote_id});
+    let first = env
+        .http
+        .post(env.url("/v1/videos"))
+        .bearer_auth(&key)
+        .header("idempotency-key", "keep-me-a-day")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let sweep = || async {
+        let (status, swept) = env
+            .admin(reqwest::Method::POST, "/admin/v1/retention/sweep", None)
+            .await;
+        assert_eq!(status, 200);
+        swept
+    };
+    let store = &env.gw.state.store;
+    let records = || {
+        (
+            store.quote(&quote_id).unwrap().is_some(),
+            store
+                .idempotency(&account, "keep-me-a-day")
+                .unwrap()
+                .is_some(),
+        )
+    };
+
+    // The quote expires after 30 minutes and is kept a day longer; the key
+    // de-duplicates for 24 hours.
+    env.clock.advance_secs(24 * 3600 - 1);
+    let swept = sweep().await;
+    assert_eq!(
+        (
+            swept["quotes"].as_u64(),
+            swept["idempotency_records"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert_eq!(records(), (true, true));
+    env.clock.advance_secs(1);
+    assert_eq!(sweep().await["idempotency_records"], 1);
+    assert_eq!(records(), (true, false));
+    env.clock.advance_secs(1800);
+    assert_eq!(sweep().await["quotes"], 1);
+    assert_eq!(records(), (false, false));
+    let (code, _) = envelope(submit(&env, &key, body).await, 404).await;
+    assert_eq!(code, "quote_not_found", "a swept quote is no longer known");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_keys_replay_the_first_answer() {
     let env = Env::start().await;
     let account = env.account("100").await;

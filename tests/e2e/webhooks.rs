@@ -253,6 +253,67 @@ async fn a_failing_receiver_gets_the_whole_retry_schedule_then_the_event_is_dead
         )
         .await;
     assert_eq!(ev["state"], "delivered");
+
+    // Retention: a delivered event is kept 7 days after delivery, then the
+    // sweep removes it.
+    let event_path = format!("/admin/v1/webhooks/{eid}");
+    env.clock.advance_secs(7 * 86_400 - 1);
+    assert_eq!(sweep(&env).await["webhook_events"], 0);
+    assert_eq!(
+        env.admin(reqwest::Method::GET, &event_path, None).await.0,
+        200
+    );
+    env.clock.advance_secs(1);
+    assert_eq!(sweep(&env).await["webhook_events"], 1);
+    assert_eq!(
+        env.admin(reqwest::Method::GET, &event_path, None).await.0,
+        404
+    );
+    env.stop().await;
+}
+
+async fn sweep(env: &Env) -> Value {
+    let (status, swept) = env
+        .admin(reqwest::Method::POST, "/admin/v1/retention/sweep", None)
+        .await;
+    assert_eq!(status, 200);
+    swept
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_event_is_kept_thirty_days_then_swept() {
+    let env = Env::start().await;
+    let rx = Receiver::start().await;
+    rx.answer(500, 7);
+    let key = rich_key(&env).await;
+    let id = task_with_hook(&env, &key, "dies", json!({"webhook_url": rx.url})).await;
+    env.run_to_end(&key, &id).await;
+    env.dispatch().await;
+    rx.wait_for(1).await;
+    for (n, delay) in [30, 120, 600, 3600, 21_600, 86_400].into_iter().enumerate() {
+        env.clock.advance_secs(delay);
+        env.dispatch().await;
+        rx.wait_for(n + 2).await;
+    }
+    let (_, dead) = env
+        .admin(reqwest::Method::GET, "/admin/v1/webhooks?state=dead", None)
+        .await;
+    let eid = dead["data"][0]["event_id"].as_str().unwrap().to_string();
+    assert!(dead["data"][0]["dead_at"].is_i64());
+    let event_path = format!("/admin/v1/webhooks/{eid}");
+
+    env.clock.advance_secs(30 * 86_400 - 1);
+    assert_eq!(sweep(&env).await["webhook_events"], 0);
+    assert_eq!(
+        env.admin(reqwest::Method::GET, &event_path, None).await.0,
+        200
+    );
+    env.clock.advance_secs(1);
+    assert_eq!(sweep(&env).await["webhook_events"], 1);
+    assert_eq!(
+        env.admin(reqwest::Method::GET, &event_path, None).await.0,
+        404
+    );
     env.stop().await;
 }
 

@@ -42,6 +42,7 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/webhooks/dispatch", post(webhook_dispatch))
         .route("/admin/v1/webhooks/{id}", get(webhook_show))
         .route("/admin/v1/webhooks/{id}/resend", post(webhook_resend))
+        .route("/admin/v1/retention/sweep", post(retention_sweep))
 }
 
 /// Proof that the caller presented the admin key.
@@ -444,7 +445,21 @@ fn event_json(e: &crate::store::video::OutboxEvent) -> Value {
         "last_error": e.last_error,
         "created_at": e.created_at,
         "delivered_at": e.delivered_at,
+        "dead_at": e.dead_at,
     })
+}
+
+/// Removes every record past its retention now (the sweeper does it every
+/// `[retention] sweep_every_secs`).
+async fn retention_sweep(State(state): State<SharedState>, _: Admin) -> Reply {
+    let swept = crate::retention::sweep(&state)
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(Json(json!({
+        "quotes": swept.quotes,
+        "idempotency_records": swept.idempotency,
+        "webhook_events": swept.events,
+    })))
 }
 
 async fn webhook_show(State(state): State<SharedState>, _: Admin, Path(id): Path<String>) -> Reply {

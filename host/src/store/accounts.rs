@@ -5,7 +5,10 @@
 
 use super::records::*;
 use super::{decode, encode, Store, StoreError};
-use super::{ACCOUNTS, BALANCES, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY, USAGE};
+use super::{
+    ACCOUNTS, BALANCES, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY, USAGE,
+    USAGE_BY_ACCOUNT,
+};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::{HashMap, HashSet};
 
@@ -19,6 +22,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
     let mut keys = txn.open_table(TOKEN_KEYS)?;
     let mut holds = txn.open_table(RESERVATIONS)?;
     let mut usage = txn.open_table(USAGE)?;
+    let mut usage_index = txn.open_table(USAGE_BY_ACCOUNT)?;
     let mut balances: HashMap<&str, (i64, u64, i64)> = HashMap::new();
     let mut money: HashMap<&str, (i64, i64)> = HashMap::new();
     let opened_here: HashSet<&str> = facts
@@ -79,6 +83,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
             }
             Fact::Usage(u) => {
                 usage.insert(u.seq, encode(u).as_slice())?;
+                usage_index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
             }
         }
     }
@@ -89,6 +94,19 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
     let mut tm = txn.open_table(TOKEN_MONEY)?;
     for (id, v) in money {
         tm.insert(id, v)?;
+    }
+    Ok(())
+}
+
+/// Fills the account-and-time index from the usage rows (once, for a
+/// database written before the index existed).
+pub(crate) fn build_usage_index(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let usage = txn.open_table(USAGE)?;
+    let mut index = txn.open_table(USAGE_BY_ACCOUNT)?;
+    for row in usage.iter()? {
+        let (_, v) = row?;
+        let u: UsageRecord = decode("usage", v.value())?;
+        index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
     }
     Ok(())
 }
@@ -158,7 +176,8 @@ impl Store {
         Ok(last)
     }
 
-    /// Usage rows, newest first, optionally for one account or token.
+    /// Usage rows, newest first, optionally for one account or token. With
+    /// an account, only that account's rows are read (through its index).
     pub fn usage(
         &self,
         account_id: Option<&str>,
@@ -167,25 +186,46 @@ impl Store {
     ) -> Result<Vec<UsageRecord>, StoreError> {
         let txn = self.read()?;
         let t = txn.open_table(USAGE)?;
+        let wanted = |u: &UsageRecord| token_id.is_none_or(|t| Some(t) == u.token_id.as_deref());
         let mut out = Vec::new();
-        for row in t.iter()?.rev() {
-            let (_, v) = row?;
-            let u: UsageRecord = decode("usage", v.value())?;
-            if account_id.is_some_and(|a| a != u.account_id) {
-                continue;
+        match account_id {
+            Some(account) => {
+                let index = txn.open_table(USAGE_BY_ACCOUNT)?;
+                for row in index
+                    .range((account, i64::MIN, 0)..=(account, i64::MAX, u64::MAX))?
+                    .rev()
+                {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let (k, _) = row?;
+                    let (_, _, seq) = k.value();
+                    if let Some(v) = t.get(seq)? {
+                        let u: UsageRecord = decode("usage", v.value())?;
+                        if wanted(&u) {
+                            out.push(u);
+                        }
+                    }
+                }
             }
-            if token_id.is_some_and(|t| Some(t) != u.token_id.as_deref()) {
-                continue;
-            }
-            out.push(u);
-            if out.len() >= limit {
-                break;
+            None => {
+                for row in t.iter()?.rev() {
+                    if out.len() >= limit {
+                        break;
+                    }
+                    let (_, v) = row?;
+                    let u: UsageRecord = decode("usage", v.value())?;
+                    if wanted(&u) {
+                        out.push(u);
+                    }
+                }
             }
         }
         Ok(out)
     }
 
-    /// Usage rows of an account between two times (inclusive, Unix seconds).
+    /// Usage rows of an account between two times (inclusive, Unix seconds),
+    /// oldest first, read through the account-and-time index.
     pub fn usage_between(
         &self,
         account_id: &str,
@@ -194,14 +234,89 @@ impl Store {
     ) -> Result<Vec<UsageRecord>, StoreError> {
         let txn = self.read()?;
         let t = txn.open_table(USAGE)?;
+        let index = txn.open_table(USAGE_BY_ACCOUNT)?;
         let mut out = Vec::new();
-        for row in t.iter()? {
-            let (_, v) = row?;
-            let u: UsageRecord = decode("usage", v.value())?;
-            if u.account_id == account_id && u.at >= from && u.at <= to {
-                out.push(u);
+        if from > to {
+            return Ok(out);
+        }
+        for row in index.range((account_id, from, 0)..=(account_id, to, u64::MAX))? {
+            let (k, _) = row?;
+            let (_, _, seq) = k.value();
+            if let Some(v) = t.get(seq)? {
+                out.push(decode("usage", v.value())?);
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seq: u64, account: &str, token: &str, at: i64) -> Fact {
+        Fact::Usage(UsageRecord {
+            seq,
+            at,
+            request_id: format!("r{seq}"),
+            account_id: account.into(),
+            token_id: Some(token.into()),
+            model: "m".into(),
+            ..UsageRecord::default()
+        })
+    }
+
+    fn seqs(rows: &[UsageRecord]) -> Vec<u64> {
+        rows.iter().map(|u| u.seq).collect()
+    }
+
+    #[test]
+    fn usage_queries_by_account_read_the_index_in_time_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.redb")).unwrap();
+        // Interleaved accounts; row 5 is logged after row 4 but happened
+        // before it (rows are numbered as they are logged).
+        let facts = vec![
+            row(1, "a", "t1", 100),
+            row(2, "b", "t2", 100),
+            row(3, "a", "t3", 200),
+            row(4, "a", "t1", 300),
+            row(5, "a", "t1", 250),
+            row(6, "b", "t2", 300),
+        ];
+        store
+            .write_blocking(move |txn| apply_facts(txn, &facts))
+            .unwrap();
+
+        assert_eq!(
+            seqs(&store.usage_between("a", 100, 300).unwrap()),
+            [1, 3, 5, 4]
+        );
+        assert_eq!(seqs(&store.usage_between("a", 150, 260).unwrap()), [3, 5]);
+        assert_eq!(
+            seqs(&store.usage_between("b", 0, 99).unwrap()),
+            [] as [u64; 0]
+        );
+        assert_eq!(
+            seqs(&store.usage_between("a", 300, 100).unwrap()),
+            [] as [u64; 0]
+        );
+        assert_eq!(
+            seqs(&store.usage_between("c", 0, 1000).unwrap()),
+            [] as [u64; 0]
+        );
+
+        // Newest first, with the limit and the token filter.
+        assert_eq!(
+            seqs(&store.usage(Some("a"), None, 10).unwrap()),
+            [4, 5, 3, 1]
+        );
+        assert_eq!(seqs(&store.usage(Some("a"), None, 2).unwrap()), [4, 5]);
+        assert_eq!(
+            seqs(&store.usage(Some("a"), Some("t1"), 10).unwrap()),
+            [4, 5, 1]
+        );
+        assert_eq!(seqs(&store.usage(None, Some("t2"), 10).unwrap()), [6, 2]);
+        assert_eq!(seqs(&store.usage(None, None, 3).unwrap()), [6, 5, 4]);
     }
 }

@@ -17,7 +17,7 @@ pub mod records;
 pub mod video;
 pub mod wal;
 
-use redb::{Database, ReadTransaction, TableDefinition, WriteTransaction};
+use redb::{Database, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -36,7 +36,13 @@ pub(crate) const BALANCES: TableDefinition<&str, (i64, u64, i64)> =
 /// Token id → (used, reserved), for the same reason.
 pub(crate) const TOKEN_MONEY: TableDefinition<&str, (i64, i64)> =
     TableDefinition::new("token_money");
+/// (account, at, usage seq) → (): an account's usage rows in time order.
+pub(crate) const USAGE_BY_ACCOUNT: TableDefinition<(&str, i64, u64), ()> =
+    TableDefinition::new("usage_by_account");
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `META` key: which generation of derived indexes the file holds.
+const INDEXES_KEY: &str = "indexes";
+const INDEXES_VERSION: u64 = 1;
 
 #[derive(Debug, thiserror::Error, Clone)]
 pub enum StoreError {
@@ -91,8 +97,10 @@ impl Store {
             txn.open_table(USAGE)?;
             txn.open_table(BALANCES)?;
             txn.open_table(TOKEN_MONEY)?;
+            txn.open_table(USAGE_BY_ACCOUNT)?;
             video::create_tables(&txn)?;
             txn.open_table(META)?;
+            ensure_indexes(&txn)?;
             txn.commit()?;
         }
         let (tx, rx) = mpsc::channel::<Job>();
@@ -206,6 +214,19 @@ fn run_batch(db: &Database, batch: Vec<Job>) {
     for complete in completers {
         complete(result.clone());
     }
+}
+
+/// Fills the indexes added after the first release from the records a
+/// database already holds, once (a marker in `META` says it was done).
+pub(crate) fn ensure_indexes(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let built = meta.get(INDEXES_KEY)?.map(|v| v.value()).unwrap_or(0);
+    if built < INDEXES_VERSION {
+        accounts::build_usage_index(txn)?;
+        video::build_indexes(txn)?;
+        meta.insert(INDEXES_KEY, INDEXES_VERSION)?;
+    }
+    Ok(())
 }
 
 /// Decodes a JSON record, naming the table when it is corrupt.

@@ -242,6 +242,7 @@ pub fn event_for(t: &VideoTask, now: i64) -> Option<OutboxEvent> {
         state: EventStatus::Pending,
         last_error: None,
         delivered_at: None,
+        dead_at: None,
     })
 }
 

@@ -14,10 +14,9 @@ use crate::error::ApiError;
 use crate::state::SharedState;
 use crate::store::records::ReservationKind;
 use crate::store::video::{
-    put_task, IdempotencyRecord, IdempotencyState, Quote, TaskStatus, VideoTask, IDEMPOTENCY,
-    QUOTES,
+    put_idempotency, put_quote_in, put_task, IdempotencyRecord, IdempotencyState, Quote,
+    TaskStatus, VideoTask,
 };
-use crate::store::{decode, encode};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
@@ -235,13 +234,13 @@ fn replay(
     fingerprint: &str,
     now: i64,
 ) -> Result<Option<Answer>, ApiError> {
-    let txn = state.store.read().map_err(ApiError::internal)?;
-    let table = txn.open_table(IDEMPOTENCY).map_err(ApiError::internal)?;
-    let Some(v) = table.get((account, key)).map_err(ApiError::internal)? else {
+    let Some(rec) = state
+        .store
+        .idempotency(account, key)
+        .map_err(ApiError::internal)?
+    else {
         return Ok(None);
     };
-    let rec: IdempotencyRecord =
-        decode("video_idempotency", v.value()).map_err(ApiError::internal)?;
     if now - rec.created_at >= state.config.video.idempotency_window_secs {
         return Ok(None);
     }
@@ -388,8 +387,7 @@ pub async fn submit(
             put_task(txn, &task, Some(due_ms))?;
             if let Some(mut q) = quote {
                 q.used_by = Some(task.id.clone());
-                txn.open_table(QUOTES)?
-                    .insert(q.id.as_str(), encode(&q).as_slice())?;
+                put_quote_in(txn, &q)?;
             }
             if let Some(key) = idempotency_key {
                 let rec = IdempotencyRecord {
@@ -397,8 +395,7 @@ pub async fn submit(
                     created_at: now,
                     state: IdempotencyState::Done { status: 200, body },
                 };
-                txn.open_table(IDEMPOTENCY)?
-                    .insert((account.as_str(), key.as_str()), encode(&rec).as_slice())?;
+                put_idempotency(txn, &account, &key, &rec)?;
             }
             Ok(())
         })

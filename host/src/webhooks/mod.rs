@@ -15,9 +15,7 @@ pub mod guard;
 pub mod signer;
 
 use crate::state::SharedState;
-use crate::store::decode;
-use crate::store::video::{put_event, EventStatus, OutboxEvent, OUTBOX};
-use redb::ReadableTable;
+use crate::store::video::{event_in, put_event, EventStatus, OutboxEvent};
 use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -197,12 +195,9 @@ async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
         .write(move |txn| {
             // Re-read: an operator may have re-sent the event while this
             // delivery was under way; that request must not be lost.
-            let current = {
-                let t = txn.open_table(OUTBOX)?;
-                let v = t.get(id.as_str())?;
-                v.map(|v| decode::<OutboxEvent>("webhook_outbox", v.value())).transpose()?
+            let Some(mut ev) = event_in(txn, &id)? else {
+                return Ok(());
             };
-            let Some(mut ev) = current else { return Ok(()) };
             let resent = (ev.state, ev.next_attempt_at) != before;
             ev.attempts = ev.attempts.max(attempt);
             match outcome {
@@ -218,6 +213,7 @@ async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
                             Some(delay) => ev.next_attempt_at = now + delay,
                             None => {
                                 ev.state = EventStatus::Dead;
+                                ev.dead_at = Some(now);
                                 tracing::warn!(event = %ev.event_id, attempts = attempt, "webhook event is dead: {why}");
                             }
                         }
@@ -238,13 +234,9 @@ pub async fn resend(state: &SharedState, id: &str) -> anyhow::Result<Option<Outb
     let ev = state
         .store
         .write(move |txn| {
-            let found = {
-                let t = txn.open_table(OUTBOX)?;
-                let v = t.get(id.as_str())?;
-                v.map(|v| decode::<OutboxEvent>("webhook_outbox", v.value()))
-                    .transpose()?
+            let Some(mut ev) = event_in(txn, &id)? else {
+                return Ok(None);
             };
-            let Some(mut ev) = found else { return Ok(None) };
             ev.state = EventStatus::Pending;
             ev.next_attempt_at = now;
             put_event(txn, &ev)?;
