@@ -409,3 +409,77 @@ async fn a_chat_body_too_large_for_the_adapter_is_413_not_502() {
     assert_eq!(env.balance(&account).await, before, "nothing held");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_a_stream_is_dropped_and_billed_what_was_relayed() {
+    const WORDS: i64 = 200_000;
+    let env = Env::with(Setup {
+        limits: "write_timeout_secs = 1".into(),
+        ..Setup::default()
+    })
+    .await;
+    let account = env.account("50").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let body = json!({
+        "model": "gpt-4o-mini",
+        "stream": true,
+        "messages": [{"role": "user", "content": format!("a long story [[sim:words={WORDS}]]")}],
+    })
+    .to_string();
+    // A small receive window, so the answer backs up into the gateway soon.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = socket.connect(env.gw.public_addr).await.unwrap();
+    s.write_all(&head(
+        "/v1/chat/completions",
+        &key,
+        "application/json",
+        body.len(),
+    ))
+    .await
+    .unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    let mut start = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut start))
+        .await
+        .unwrap()
+        .unwrap();
+    let start = String::from_utf8_lossy(&start[..n]).to_lowercase();
+    assert!(start.starts_with("http/1.1 200"), "{start}");
+    let rid = start
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .unwrap()
+        .trim()
+        .to_string();
+
+    // The client reads nothing more but keeps the connection open. After a
+    // second without progress the gateway drops it, stops the vendor
+    // stream and settles.
+    let row = crate::billing::usage_row(&env, &rid).await;
+    assert_eq!(row["status"], 200);
+    assert!(
+        row["error"].as_str().unwrap().contains("stopped reading"),
+        "{row}"
+    );
+    assert_eq!(row["counted_by_gateway"], true);
+    let output = row["output_tokens"].as_i64().unwrap();
+    eprintln!(
+        "stopped reader: billed {output} output tokens after {} ms",
+        row["latency_ms"]
+    );
+    assert!(
+        output > 0 && output < WORDS / 2,
+        "billed {output} tokens: what was relayed, not the {WORDS} the vendor would have made"
+    );
+    let l = crate::billing::ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    // The connection is closed: what was buffered drains, then the end.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the gateway closed the connection");
+    // The gateway serves the next call as usual.
+    let r = env.chat(&key, user("gpt-4o-mini", "still there?")).await;
+    assert_eq!(r.status(), 200);
+    env.stop().await;
+}

@@ -28,6 +28,9 @@ pub struct Charge {
     channel: Option<String>,
     hold: Option<Hold>,
     permit: Option<OwnedSemaphorePermit>,
+    /// The prompt's estimated tokens, billed when a stream ends before the
+    /// vendor said how long the prompt was.
+    prompt_tokens_estimate: u64,
 }
 
 impl Charge {
@@ -87,6 +90,7 @@ impl Charge {
             channel: None,
             hold: Some(hold),
             permit,
+            prompt_tokens_estimate,
         })
     }
 
@@ -133,6 +137,21 @@ impl Charge {
         self.close(cost, usage, status, note).await;
     }
 
+    /// Bills a stream whose client left before its end for what was relayed
+    /// (see `relay::relayed`): the vendor's usage as far as it reported it,
+    /// with at least the relayed output, and the prompt estimate when the
+    /// vendor never gave the prompt's length.
+    pub async fn settle_relayed(
+        self,
+        vendor: Option<Usage>,
+        relayed_output_tokens: u64,
+        status: u16,
+        note: String,
+    ) {
+        let usage = relayed_usage(vendor, self.prompt_tokens_estimate, relayed_output_tokens);
+        self.settle(Some(&usage), status, Some(note)).await;
+    }
+
     /// Charges nothing; records why.
     pub async fn release(mut self, status: u16, why: String) {
         self.close(0, None, status, Some(why)).await;
@@ -148,6 +167,21 @@ impl Charge {
         }
         self.permit.take();
     }
+}
+
+/// The usage of a stream cut short on the client's side; the parts the
+/// gateway supplied mark it gateway-counted.
+fn relayed_usage(vendor: Option<Usage>, prompt_estimate: u64, relayed_output: u64) -> Usage {
+    let mut u = vendor.unwrap_or_default();
+    if u.input_tokens == 0 {
+        u.input_tokens = prompt_estimate;
+        u.counted_by_gateway = true;
+    }
+    if relayed_output > u.output_tokens {
+        u.output_tokens = relayed_output;
+        u.counted_by_gateway = true;
+    }
+    u.consistent()
 }
 
 impl Drop for Charge {
@@ -166,5 +200,42 @@ impl Drop for Charge {
             // Outside a runtime the hold's own drop logs it; start-up refunds it.
             Err(_) => drop(hold),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_stream_bills_the_vendors_numbers_and_at_least_what_was_relayed() {
+        // The vendor said nothing: the prompt estimate and the relayed text.
+        let u = relayed_usage(None, 40, 12);
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.counted_by_gateway),
+            (40, 12, true)
+        );
+        // Anthropic reports the prompt at the start and one output token.
+        let start = Usage {
+            input_tokens: 25,
+            cache_read_tokens: 5,
+            output_tokens: 1,
+            ..Usage::default()
+        };
+        let u = relayed_usage(Some(start), 40, 12);
+        assert_eq!(
+            (u.input_tokens, u.cache_read_tokens, u.output_tokens),
+            (25, 5, 12)
+        );
+        assert!(u.counted_by_gateway);
+        // The whole usage arrived before the client left: the vendor's wins.
+        let whole = Usage {
+            input_tokens: 25,
+            output_tokens: 300,
+            reasoning_tokens: 100,
+            ..Usage::default()
+        };
+        let u = relayed_usage(Some(whole.clone()), 40, 12);
+        assert_eq!(u, whole);
     }
 }

@@ -2,19 +2,22 @@
 //! the adapter's stream translator → client events, as they arrive.
 //!
 //! A background task owns the vendor stream, the guest store and the call's
-//! [`Charge`]. If the client goes away, the task keeps reading the vendor
-//! stream to its end (each wait bounded by the idle timeout) so the usage
-//! the vendor will charge is known and billed. If the vendor stream breaks,
-//! stalls, or ends without its protocol's finish marker, the client gets its
-//! protocol's error event instead of the closing events — a cut answer never
-//! looks complete — and whatever usage the vendor had reported by then is
-//! billed.
+//! [`Charge`]. If the client goes away — it disconnects, or stops reading
+//! and the edge drops it after `write_timeout` — the task stops at once: it
+//! closes the vendor connection (so the vendor stops generating), releases
+//! the guest instance and settles for what was relayed (`relay::relayed`).
+//! If the vendor stream breaks, stalls, or ends without its protocol's
+//! finish marker, the client gets its protocol's error event instead of the
+//! closing events — a cut answer never looks complete — and whatever usage
+//! the vendor had reported by then is billed.
 
 use super::charge::Charge;
+use super::relayed::Relayed;
 use super::text::sse_headers;
-use crate::error::{ApiError, Envelope, REQUEST_ID};
+use crate::error::{ApiError, REQUEST_ID};
 use crate::plugins::bindings::types::SseEvent;
 use crate::plugins::session::{AdapterError, AdapterSession};
+use crate::protocol::ClientProtocol;
 use crate::sse;
 use axum::body::Body;
 use axum::response::Response;
@@ -35,13 +38,13 @@ pub(crate) struct Opened {
 pub(crate) fn respond(
     opened: Opened,
     charge: Charge,
-    envelope: Envelope,
+    protocol: &'static ClientProtocol,
     idle_timeout: Duration,
 ) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let request_id = charge.request_id().to_string();
-    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, envelope, idle_timeout, tx)));
+    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, protocol, idle_timeout, tx)));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -60,27 +63,45 @@ fn encode(events: &[SseEvent]) -> Bytes {
     Bytes::from(out)
 }
 
-/// Sends to the client while it listens; remembers when it stopped.
+/// Sends to the client while it listens, counting the text that went out.
 struct Client {
     tx: mpsc::Sender<Bytes>,
+    relayed: Relayed,
     gone: bool,
 }
 
 impl Client {
-    async fn send(&mut self, bytes: Bytes) {
-        if self.gone || bytes.is_empty() {
-            return;
+    /// Hands `events` to the connection (waiting while it is full: a slow
+    /// reader slows the vendor down); false once the client is gone.
+    async fn send(&mut self, events: &[SseEvent]) -> bool {
+        if self.gone {
+            return false;
+        }
+        let bytes = encode(events);
+        if bytes.is_empty() {
+            return true;
         }
         if self.tx.send(bytes).await.is_err() {
             self.gone = true;
+            return false;
         }
+        self.relayed.observe(events);
+        true
     }
+}
+
+/// What ended the loop over the vendor's events.
+enum Ended {
+    /// The vendor's stream ended.
+    Vendor,
+    Failed(ApiError),
+    ClientGone,
 }
 
 async fn pump(
     opened: Opened,
     charge: Charge,
-    envelope: Envelope,
+    protocol: &'static ClientProtocol,
     idle_timeout: Duration,
     tx: mpsc::Sender<Bytes>,
 ) {
@@ -89,26 +110,34 @@ async fn pump(
         translator,
         upstream,
     } = opened;
-    let mut client = Client { tx, gone: false };
+    let mut client = Client {
+        tx,
+        relayed: Relayed::new(protocol.protocol),
+        gone: false,
+    };
     let mut events = Box::pin(sse::events(
         upstream.bytes_stream(),
         sse::DEFAULT_MAX_PENDING,
     ));
-    let mut failure: Option<ApiError> = None;
     // After a trap or deadline the instance is unusable; don't call it again.
     let mut guest_broken = false;
-    loop {
-        let next = match tokio::time::timeout(idle_timeout, events.next()).await {
-            Err(_) => {
-                failure = Some(ApiError::UpstreamTimeout(idle_timeout.as_secs()));
-                break;
+    let ended = loop {
+        let next = tokio::select! {
+            // A client that leaves while the vendor is quiet is noticed at
+            // once, not at the next event.
+            _ = client.tx.closed() => {
+                client.gone = true;
+                break Ended::ClientGone;
             }
-            Ok(None) => break,
+            next = tokio::time::timeout(idle_timeout, events.next()) => next,
+        };
+        let next = match next {
+            Err(_) => break Ended::Failed(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
+            Ok(None) => break Ended::Vendor,
             Ok(Some(Err(e))) => {
-                failure = Some(ApiError::UpstreamUnreachable(format!(
+                break Ended::Failed(ApiError::UpstreamUnreachable(format!(
                     "the stream broke: {e}"
-                )));
-                break;
+                )))
             }
             Ok(Some(Ok(ev))) => ev,
         };
@@ -117,50 +146,75 @@ async fn pump(
             data: next.data,
         };
         match session.push(translator, &ev).await {
-            Ok(out) => client.send(encode(&out)).await,
+            Ok(out) => {
+                if !client.send(&out).await {
+                    break Ended::ClientGone;
+                }
+            }
             Err(e) => {
                 guest_broken = matches!(e, AdapterError::Guest(_));
-                failure = Some(e.into());
-                break;
+                break Ended::Failed(e.into());
             }
         }
-    }
+    };
+    // The vendor connection closes here: a vendor whose client is gone
+    // stops generating, and stops charging.
+    drop(events);
     // Ask the translator for the usage even after a failure: a vendor that
     // reported usage before breaking is billed for it.
     let mut usage = None;
-    let mut closing = Bytes::new();
+    let mut closing: Vec<SseEvent> = Vec::new();
+    let mut failure = match ended {
+        Ended::Failed(e) => Some(e),
+        Ended::Vendor | Ended::ClientGone => None,
+    };
     if !guest_broken {
         match session.finish(translator).await {
             Ok(end) => {
                 usage = end.usage;
-                if failure.is_none() {
+                if failure.is_none() && !client.gone {
                     if end.complete {
-                        closing = encode(&end.events);
+                        closing = end.events;
                     } else {
                         failure = Some(ApiError::UpstreamIncomplete);
                     }
                 }
             }
-            Err(e) if failure.is_none() => failure = Some(e.into()),
+            Err(e) if failure.is_none() && !client.gone => failure = Some(e.into()),
             Err(_) => {}
         }
     }
-    let (status, note) = match &failure {
+    // The guest instance goes back now, not when the settlement is done.
+    drop(session);
+    if client.gone {
+        let output = client.relayed.output_tokens();
+        charge
+            .settle_relayed(
+                usage,
+                output,
+                200,
+                "the client went away (disconnected, or stopped reading) before the end of \
+                 the stream; billed for what was relayed"
+                    .into(),
+            )
+            .await;
+        return;
+    }
+    let status = match &failure {
         Some(e) => {
-            let ev = e.stream_event(envelope, charge.request_id());
-            let mut out = Vec::new();
-            sse::encode(ev.event, &ev.data, &mut out);
-            closing = Bytes::from(out);
-            (e.status().as_u16(), Some(e.to_string()))
+            let ev = e.stream_event(protocol.envelope, charge.request_id());
+            closing = vec![SseEvent {
+                event: ev.event.map(str::to_string),
+                data: ev.data,
+            }];
+            e.status().as_u16()
         }
-        None if client.gone => (
-            200,
-            Some("client disconnected before the end of the stream".into()),
-        ),
-        None => (200, None),
+        None => 200,
     };
     // Settle before the client sees the end of the stream: a call the client
     // saw complete must never be lost to a crash in between.
-    charge.settle(usage.as_ref(), status, note).await;
-    client.send(closing).await;
+    charge
+        .settle(usage.as_ref(), status, failure.map(|e| e.to_string()))
+        .await;
+    client.send(&closing).await;
 }

@@ -208,7 +208,7 @@ async fn try_channels(
                 return Ok(stream::respond(
                     *opened,
                     charge,
-                    req.protocol.envelope,
+                    req.protocol,
                     state.config.limits.stream_idle_timeout,
                 ));
             }

@@ -55,6 +55,8 @@ pub struct Directives {
     pub refuse: bool,
     /// `[[sim:finish=RAW]]`: this finish reason, verbatim.
     pub finish: Option<String>,
+    /// `[[sim:words=N]]`: the reply's length in words.
+    pub words: Option<usize>,
 }
 
 /// How SSE events are laid out on the wire.
@@ -64,6 +66,9 @@ pub struct Framing {
     pub fragment: bool,
     pub comments: bool,
 }
+
+/// The longest reply `[[sim:words=N]]` asks for.
+pub const MAX_WORDS: usize = 1_000_000;
 
 const OPEN: &str = "[[sim:";
 const CLOSE: &str = "]]";
@@ -178,6 +183,10 @@ fn apply_item(item: &str, d: &mut Directives) {
         ("chunk_delay_ms", Some(v)) => match v.parse() {
             Ok(ms) => d.chunk_delay = Some(Duration::from_millis(ms)),
             Err(_) => tracing::warn!(item, "ignoring bad chunk delay directive"),
+        },
+        ("words", Some(v)) => match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_WORDS).contains(&n) => d.words = Some(n),
+            _ => tracing::warn!(item, "ignoring bad words directive"),
         },
         ("parallel", None) => d.parallel = true,
         ("refuse", None) => d.refuse = true,

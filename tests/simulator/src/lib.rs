@@ -104,6 +104,8 @@
 //!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
 //!   comments between events (not for Gemini, which never sends comments).
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
+//! - `[[sim:words=N]]`: a reply of N words (at most 1,000,000) instead of
+//!   16 to 31, for long streams.
 //!
 //! The other endpoints (embeddings, images, audio, rerank, moderation)
 //! read the fault directives `status`, `hang`, `latency_ms`, `malformed`

@@ -36,7 +36,12 @@ pub fn reply_len(last_user: &str) -> usize {
 /// The full (untruncated) reply: a fixed prefix echoing the first eight words
 /// of the last user message, padded with hash-picked filler words.
 pub fn reply_words(last_user: &str) -> Vec<String> {
-    let total = reply_len(last_user);
+    reply_words_of(last_user, reply_len(last_user))
+}
+
+/// [`reply_words`] with `total` words (the echoed prefix may make it more
+/// when `total` is under 12).
+pub fn reply_words_of(last_user: &str, total: usize) -> Vec<String> {
     let mut words: Vec<String> = ["Simulated", "reply", "to:"]
         .into_iter()
         .map(str::to_owned)

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::request::{canonical_json, ChatRequest};
-use crate::tokens::{count_words, fnv1a, reply_words, REASONING};
+use crate::tokens::{count_words, fnv1a, reply_words, reply_words_of, REASONING};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolCall {
@@ -121,7 +121,10 @@ pub fn plan(req: &ChatRequest) -> Plan {
     } else {
         // The reply answers the last tool result when the conversation ends with one.
         let subject = req.last_tool_result.as_deref().unwrap_or(&req.last_user);
-        let mut words = reply_words(subject);
+        let mut words = match d.words {
+            Some(n) => reply_words_of(subject, n),
+            None => reply_words(subject),
+        };
         let mut finish = Finish::Stop;
         if let Some(at) = words.iter().position(|w| req.stop.iter().any(|s| s == w)) {
             finish = Finish::StopSequence(words[at].clone());
@@ -170,6 +173,21 @@ mod tests {
     }
 
     const MSG: &str = "What is the capital of France";
+
+    #[test]
+    fn the_words_directive_sets_the_reply_length() {
+        let p = plan_for(json!({"model": "sim-chat", "messages": [
+            {"role": "user", "content": format!("{MSG} [[sim:words=5000]]")}]}));
+        let Answer::Text(words) = &p.answer else {
+            panic!("expected text")
+        };
+        assert_eq!(words.len(), 5000);
+        assert_eq!(p.usage.completion, 5000);
+        // Out of range: the usual length.
+        let p = plan_for(json!({"model": "sim-chat", "messages": [
+            {"role": "user", "content": format!("{MSG} [[sim:words=0]]")}]}));
+        assert_eq!(p.usage.completion, reply_len(MSG) as u64);
+    }
 
     #[test]
     fn plain_reply_stops_naturally() {
