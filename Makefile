@@ -2,7 +2,7 @@
 #   make demo   build, start the upstream simulator and the gateway, print examples
 #   make test   every test: Rust unit + end-to-end, and the Python SDK suite
 #
-# Other targets: build, adapters, run, bench, bench-store, fmt, lint, clean.
+# Other targets: build, adapters, run, fuzz, bench, bench-store, fmt, lint, clean.
 
 CARGO       ?= cargo
 PYTHON      ?= python3
@@ -23,7 +23,7 @@ crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))
 pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
 
-.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk bench bench-store fmt lint clean venv
+.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk fuzz bench bench-store fmt lint clean venv
 
 build: host adapters
 
@@ -74,6 +74,11 @@ test-sdk: build venv
 
 bench: build
 	tests/bench/run.sh
+
+# The property-based fuzz tests (host/src/fuzz.rs) with 100,000 cases each
+# instead of make test's few hundred.
+fuzz:
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p gateway --lib fuzz
 
 # A dated usage query against 100,000 usage rows, through the index and by
 # a full scan.

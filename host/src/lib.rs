@@ -22,6 +22,8 @@ pub mod clock;
 pub mod config;
 pub mod edge;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod ids;
 pub mod limits;
 pub mod plugins;

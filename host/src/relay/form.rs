@@ -40,47 +40,18 @@ impl ClientForm {
     /// `api::body`); the form keeps the lease on the bytes it holds.
     pub async fn read(state: &SharedState, req: Request) -> Result<ClientForm, ApiError> {
         let (req, lease, failure) = crate::api::body::guarded_request(state, req);
-        let broken = |e: &dyn std::fmt::Display| {
-            failure.or(
-                state,
-                ApiError::InvalidRequest(format!("the form could not be read: {e}")),
-            )
-        };
-        let mut form = Multipart::from_request(req, state).await.map_err(|e| {
+        let form = Multipart::from_request(req, state).await.map_err(|e| {
             ApiError::InvalidRequest(format!("the body is not a multipart form: {e}"))
         })?;
-        let mut out = ClientForm {
+        let (fields, files) = read_parts(form).await.map_err(|e| {
+            // A limit that stopped the body explains the broken form best.
+            failure.or(state, ApiError::InvalidRequest(e))
+        })?;
+        Ok(ClientForm {
+            fields,
+            files,
             _lease: lease,
-            ..ClientForm::default()
-        };
-        while let Some(mut field) = form.next_field().await.map_err(|e| broken(&e))? {
-            let name = field.name().unwrap_or("").to_string();
-            if let Some(file_name) = field.file_name().map(str::to_string) {
-                let content_type = field.content_type().map(str::to_string);
-                let mut chunks = Vec::new();
-                let mut len = 0u64;
-                while let Some(chunk) = field.chunk().await.map_err(|e| broken(&e))? {
-                    len += chunk.len() as u64;
-                    chunks.push(chunk);
-                }
-                out.files.push(FilePart {
-                    name,
-                    file_name: Some(file_name),
-                    content_type,
-                    chunks,
-                    len,
-                });
-            } else {
-                let text = field.text().await.map_err(|e| {
-                    failure.or(
-                        state,
-                        ApiError::InvalidRequest(format!("form field `{name}` is not text: {e}")),
-                    )
-                })?;
-                out.fields.push((name, text));
-            }
-        }
-        Ok(out)
+        })
     }
 
     /// The text fields as a JSON object (a repeated field keeps its last
@@ -137,7 +108,49 @@ impl ClientForm {
     }
 }
 
+/// Text fields and file parts of a form, read field by field; the error
+/// says what was wrong with the form.
+pub(crate) async fn read_parts(
+    mut form: Multipart,
+) -> Result<(Vec<(String, String)>, Vec<FilePart>), String> {
+    let broken = |e: &dyn std::fmt::Display| format!("the form could not be read: {e}");
+    let mut fields = Vec::new();
+    let mut files = Vec::new();
+    while let Some(mut field) = form.next_field().await.map_err(|e| broken(&e))? {
+        let name = field.name().unwrap_or("").to_string();
+        if let Some(file_name) = field.file_name().map(str::to_string) {
+            let content_type = field.content_type().map(str::to_string);
+            let mut chunks = Vec::new();
+            let mut len = 0u64;
+            while let Some(chunk) = field.chunk().await.map_err(|e| broken(&e))? {
+                len += chunk.len() as u64;
+                chunks.push(chunk);
+            }
+            files.push(FilePart {
+                name,
+                file_name: Some(file_name),
+                content_type,
+                chunks,
+                len,
+            });
+        } else {
+            let text = field
+                .text()
+                .await
+                .map_err(|e| format!("form field `{name}` is not text: {e}"))?;
+            fields.push((name, text));
+        }
+    }
+    Ok((fields, files))
+}
+
 impl FilePart {
+    /// The file's bytes, joined (tests).
+    #[cfg(test)]
+    pub(crate) fn joined(&self) -> Vec<u8> {
+        self.chunks.concat()
+    }
+
     /// The first `n` bytes (or fewer), joined.
     fn head(&self, n: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(n.min(self.len as usize));
@@ -152,7 +165,7 @@ impl FilePart {
 }
 
 /// A WAV file's duration from its header, if `head` starts one.
-fn wav_ms(head: &[u8]) -> Option<u64> {
+pub(crate) fn wav_ms(head: &[u8]) -> Option<u64> {
     let reader = hound::WavReader::new(std::io::Cursor::new(head)).ok()?;
     let rate = u64::from(reader.spec().sample_rate);
     (rate > 0).then(|| u64::from(reader.duration()) * 1000 / rate)

@@ -179,19 +179,24 @@ pub async fn check_target(url: &str, cfg: &WebhookConfig) -> Result<(), String> 
     resolve_checked(url, cfg).await.map(|_| ())
 }
 
+/// A webhook config for tests, with private targets allowed or not.
+#[cfg(test)]
+pub(crate) fn tests_config(allow: bool) -> WebhookConfig {
+    WebhookConfig {
+        allow_private_targets: allow,
+        timeout: std::time::Duration::from_secs(10),
+        max_concurrent: 4,
+        retry_schedule_secs: vec![30],
+        dispatch_tick: std::time::Duration::from_secs(1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn cfg(allow: bool) -> WebhookConfig {
-        WebhookConfig {
-            allow_private_targets: allow,
-            timeout: Duration::from_secs(10),
-            max_concurrent: 4,
-            retry_schedule_secs: vec![30],
-            dispatch_tick: Duration::from_secs(1),
-        }
+        tests_config(allow)
     }
 
     #[test]
