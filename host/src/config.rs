@@ -351,6 +351,10 @@ struct RawModel {
     enabled: bool,
     #[serde(default = "default_group")]
     group: String,
+    /// Unix seconds for `GET /v1/models`; by default, when the gateway
+    /// first served the model.
+    #[serde(default)]
+    created: Option<i64>,
 }
 
 fn default_owner() -> String {
@@ -380,6 +384,9 @@ struct RawVideoModel {
     owned_by: String,
     #[serde(default = "yes")]
     enabled: bool,
+    /// As for text models.
+    #[serde(default)]
+    created: Option<i64>,
 }
 
 fn default_status() -> String {
@@ -539,6 +546,9 @@ pub struct ModelConfig {
     pub default_max_tokens: Option<u64>,
     pub policies: Vec<String>,
     pub group: String,
+    /// Unix seconds, when the config says; else the catalog uses the time
+    /// the gateway first served the model.
+    pub created: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -552,6 +562,7 @@ pub struct VideoModelConfig {
     pub resolutions: Vec<String>,
     pub status: String,
     pub owned_by: String,
+    pub created: Option<i64>,
 }
 
 impl VideoModelConfig {
@@ -848,6 +859,7 @@ fn resolve(
             default_max_tokens: m.default_max_tokens,
             policies: m.policies,
             group: m.group,
+            created: m.created,
             name: m.name,
         });
     }
@@ -1018,6 +1030,7 @@ fn resolve_video_models(
             resolutions,
             status: m.status.clone(),
             owned_by: m.owned_by.clone(),
+            created: m.created,
         });
     }
     Ok(out)

@@ -93,8 +93,12 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         .tcp_nodelay(true)
         .build()?;
 
+    let first_seen = store
+        .first_seen(crate::state::model_names(&config), now)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot record the models' first service: {e}"))?;
     let state: SharedState = Arc::new(AppState {
-        catalog: Catalog::new(&config),
+        catalog: Catalog::new(&config, &first_seen),
         rate: RateLimiter::new(
             config.limits.rate_limit_requests,
             config.limits.rate_limit_window,

@@ -17,12 +17,23 @@ pub struct Catalog {
     /// Model name → channels serving it, in the order they are tried:
     /// highest `priority` first, then config order.
     channels: HashMap<String, Vec<Arc<ChannelConfig>>>,
-    /// Model ids for `GET /v1/models`, in config order.
-    pub listed: Vec<(String, String)>,
+    /// The models of `GET /v1/models`, in config order.
+    pub listed: Vec<Listed>,
+}
+
+/// One entry of the model list.
+pub struct Listed {
+    pub id: String,
+    pub owned_by: String,
+    /// Unix seconds: the config's `created`, else when the gateway first
+    /// served the model.
+    pub created: i64,
 }
 
 impl Catalog {
-    pub fn new(config: &Config) -> Catalog {
+    /// The catalog of `config`; `first_seen` gives each model's first
+    /// service time (see `Store::first_seen`).
+    pub fn new(config: &Config, first_seen: &HashMap<String, i64>) -> Catalog {
         let mut channels: HashMap<String, Vec<Arc<ChannelConfig>>> = HashMap::new();
         let mut ordered: Vec<Arc<ChannelConfig>> =
             config.channels.iter().cloned().map(Arc::new).collect();
@@ -36,13 +47,18 @@ impl Catalog {
         let listed = config
             .models
             .iter()
-            .map(|m| (m.name.clone(), m.owned_by.clone()))
+            .map(|m| (&m.name, &m.owned_by, m.created))
             .chain(
                 config
                     .video_models
                     .iter()
-                    .map(|m| (m.name.clone(), m.owned_by.clone())),
+                    .map(|m| (&m.name, &m.owned_by, m.created)),
             )
+            .map(|(id, owned_by, created)| Listed {
+                id: id.clone(),
+                owned_by: owned_by.clone(),
+                created: created.or_else(|| first_seen.get(id).copied()).unwrap_or(0),
+            })
             .collect();
         Catalog {
             models: config
@@ -114,4 +130,14 @@ pub fn spawn_worker<F, Fut>(
             pass(state).await;
         }
     });
+}
+
+/// Every model name a config lists (text and video), for `Store::first_seen`.
+pub fn model_names(config: &Config) -> Vec<String> {
+    config
+        .models
+        .iter()
+        .map(|m| m.name.clone())
+        .chain(config.video_models.iter().map(|m| m.name.clone()))
+        .collect()
 }

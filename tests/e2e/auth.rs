@@ -53,6 +53,46 @@ async fn bearer_and_x_api_key_both_authenticate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_model_has_a_real_created_time() {
+    let env = Env::with(Setup {
+        extra: r#"
+[[channels]]
+name = "sim-dated"
+adapter = "openai"
+base_url = "{SIM_URL}"
+key = "env:E2E_SIM_KEY"
+models = ["dated-model"]
+model_map = { "dated-model" = "sim-chat" }
+
+[[models]]
+name = "dated-model"
+input_price = "1"
+output_price = "1"
+created = 1700000000
+"#
+        .into(),
+        ..Setup::default()
+    })
+    .await;
+    use gateway::clock::Clock as _;
+    let started = env.clock.now_secs();
+    let key = env.key().await;
+    let v: Value = env.get_json(&key, "/v1/models").await;
+    let models = v["data"].as_array().unwrap();
+    for m in models {
+        let expected = if m["id"] == "dated-model" {
+            1_700_000_000
+        } else {
+            started
+        };
+        assert_eq!(m["created"], expected, "{m}");
+    }
+    let one: Value = env.get_json(&key, "/v1/models/dated-model").await;
+    assert_eq!(one["created"], 1_700_000_000);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_lists_the_enabled_models_in_the_list_wrapper() {
     let env = Env::start().await;
     let key = env.key().await;

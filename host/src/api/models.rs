@@ -5,35 +5,30 @@
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::state::{AppState, SharedState};
+use crate::state::{AppState, Listed, SharedState};
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-/// The models this caller may use and someone serves, with their owners.
-fn enabled<'a>(
-    state: &'a AppState,
-    caller: &'a Caller,
-) -> impl Iterator<Item = (&'a str, &'a str)> {
+/// The models this caller may use and someone serves.
+fn enabled<'a>(state: &'a AppState, caller: &'a Caller) -> impl Iterator<Item = &'a Listed> {
     let catalog = &state.catalog;
-    catalog
-        .listed
-        .iter()
-        .filter(move |(id, _)| {
-            // A model nobody serves is not enabled in any useful sense.
-            let served = match catalog.video_models.get(id) {
-                Some(v) => !catalog.channels(v.concrete()).is_empty(),
-                None => !catalog.channels(id).is_empty(),
-            };
-            served && caller.check_model(id).is_ok()
-        })
-        .map(|(id, owner)| (id.as_str(), owner.as_str()))
+    catalog.listed.iter().filter(move |m| {
+        // A model nobody serves is not enabled in any useful sense.
+        let served = match catalog.video_models.get(&m.id) {
+            Some(v) => !catalog.channels(v.concrete()).is_empty(),
+            None => !catalog.channels(&m.id).is_empty(),
+        };
+        served && caller.check_model(&m.id).is_ok()
+    })
+}
+
+fn openai_model(m: &Listed) -> Value {
+    json!({ "id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by })
 }
 
 pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
-    let data: Vec<Value> = enabled(&state, &caller)
-        .map(|(id, owner)| json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }))
-        .collect();
+    let data: Vec<Value> = enabled(&state, &caller).map(openai_model).collect();
     Json(json!({ "object": "list", "data": data }))
 }
 
@@ -44,10 +39,8 @@ pub async fn retrieve(
     Path(model): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     enabled(&state, &caller)
-        .find(|(id, _)| *id == model)
-        .map(|(id, owner)| {
-            Json(json!({ "id": id, "object": "model", "created": 0, "owned_by": owner }))
-        })
+        .find(|m| m.id == model)
+        .map(|m| Json(openai_model(m)))
         .ok_or(ApiError::ModelNotFound(model))
 }
 
@@ -64,8 +57,8 @@ fn gemini_model(id: &str) -> Value {
 /// Text models only: the Gemini protocol has no video generation here.
 pub async fn gemini_list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
     let models: Vec<Value> = enabled(&state, &caller)
-        .filter(|(id, _)| state.catalog.models.contains_key(*id))
-        .map(|(id, _)| gemini_model(id))
+        .filter(|m| state.catalog.models.contains_key(&m.id))
+        .map(|m| gemini_model(&m.id))
         .collect();
     Json(json!({ "models": models }))
 }
@@ -77,7 +70,7 @@ pub async fn gemini_get(
 ) -> Result<Json<Value>, ApiError> {
     let id = model.strip_prefix("models/").unwrap_or(&model);
     enabled(&state, &caller)
-        .find(|(m, _)| *m == id && state.catalog.models.contains_key(*m))
-        .map(|(m, _)| Json(gemini_model(m)))
+        .find(|m| m.id == id && state.catalog.models.contains_key(&m.id))
+        .map(|m| Json(gemini_model(&m.id)))
         .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
 }

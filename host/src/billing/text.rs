@@ -72,6 +72,7 @@ mod tests {
 
     fn model() -> ModelConfig {
         ModelConfig {
+            created: None,
             name: "m".into(),
             owned_by: "x".into(),
             input_price: 1_000_000,

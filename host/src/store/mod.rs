@@ -13,6 +13,7 @@
 //! changes reach redb through the ledger's write-ahead log (`wal`), in batches.
 
 pub mod accounts;
+pub mod models;
 pub mod records;
 pub mod video;
 pub mod wal;
@@ -98,6 +99,7 @@ impl Store {
             txn.open_table(BALANCES)?;
             txn.open_table(TOKEN_MONEY)?;
             txn.open_table(USAGE_BY_ACCOUNT)?;
+            txn.open_table(models::MODELS_SEEN)?;
             video::create_tables(&txn)?;
             txn.open_table(META)?;
             ensure_indexes(&txn)?;

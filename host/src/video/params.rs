@@ -312,6 +312,7 @@ mod tests {
 
     fn model() -> VideoModelConfig {
         VideoModelConfig {
+            created: None,
             name: "Gen-2.0-fast".into(),
             alias_of: None,
             price_per_second: 700_000,
