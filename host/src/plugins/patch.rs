@@ -1,12 +1,14 @@
 //! Applying a policy's edits to the client's JSON body. The host audits every
-//! edit: a policy may not rename the model (that is routing and billing) nor
-//! flip streaming (the host has already chosen how to answer), nor replace the
-//! whole body.
+//! edit: a policy may not rename the model (that is routing and billing),
+//! flip streaming (the host has already chosen how to answer), turn off the
+//! usage an OpenAI-style stream reports (`stream_options.include_usage`: that
+//! is billing), nor replace the whole body — nor remove or replace any of
+//! these through a parent.
 
 use serde_json::Value;
 
 /// Body members a policy may not touch.
-const PROTECTED: &[&str] = &["/model", "/stream"];
+const PROTECTED: &[&str] = &["/model", "/stream", "/stream_options/include_usage"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Edit {
@@ -23,10 +25,13 @@ fn check_pointer(pointer: &str) -> Result<(), String> {
     if pointer.is_empty() || !pointer.starts_with('/') {
         return Err(format!("`{pointer}` is not a JSON pointer below the root"));
     }
-    if PROTECTED
-        .iter()
-        .any(|p| pointer == *p || pointer.starts_with(&format!("{p}/")))
-    {
+    let touches = |p: &str| {
+        // The member itself, something inside it, or a parent that holds it.
+        pointer == p
+            || pointer.starts_with(&format!("{p}/"))
+            || p.starts_with(&format!("{pointer}/"))
+    };
+    if PROTECTED.iter().any(|p| touches(p)) {
         return Err(format!("editing `{pointer}` is not allowed"));
     }
     Ok(())
@@ -147,9 +152,19 @@ mod tests {
 
     #[test]
     fn refused_edits() {
-        let mut b = json!({"model":"m","stream":true});
+        let mut b = json!({"model":"m","stream":true,"stream_options":{"include_usage":true}});
         for e in [
             Edit::Remove("/model".into()),
+            Edit::Remove("/stream_options".into()),
+            Edit::Remove("/stream_options/include_usage".into()),
+            Edit::Set {
+                pointer: "/stream_options".into(),
+                value: "{}".into(),
+            },
+            Edit::Set {
+                pointer: "/stream_options/include_usage".into(),
+                value: "false".into(),
+            },
             Edit::Set {
                 pointer: "/stream".into(),
                 value: "false".into(),
@@ -169,6 +184,22 @@ mod tests {
         ] {
             assert!(apply(&mut b, &e).is_err(), "{e:?}");
         }
-        assert_eq!(b, json!({"model":"m","stream":true}));
+        assert_eq!(
+            b,
+            json!({"model":"m","stream":true,"stream_options":{"include_usage":true}})
+        );
+        // Its siblings stay editable, and so do look-alike names.
+        for e in [
+            Edit::Set {
+                pointer: "/stream_options/include_obfuscation".into(),
+                value: "false".into(),
+            },
+            Edit::Set {
+                pointer: "/streaming_hint".into(),
+                value: "1".into(),
+            },
+        ] {
+            assert!(apply(&mut b, &e).is_ok(), "{e:?}");
+        }
     }
 }
