@@ -173,12 +173,6 @@ async fn an_upstream_failure_costs_nothing() {
         let row = usage_row(&env, &rid).await;
         assert_eq!(row["cost"], 0, "{directive}");
     }
-    let mut body = user("gpt-4o-mini", "x [[sim:cut]]");
-    body["stream"] = json!(true);
-    let resp = env.chat(&key, body).await;
-    let rid = request_id(&resp);
-    let _ = resp.text().await;
-    assert_eq!(usage_row(&env, &rid).await["cost"], 0);
     let l = ledger(&env, &account).await;
     assert_eq!(l["balance"], 2_500_000);
     assert_eq!(l["ledger_sum"], 2_500_000);
@@ -186,6 +180,44 @@ async fn an_upstream_failure_costs_nothing() {
         .admin(reqwest::Method::GET, "/admin/v1/holds", None)
         .await;
     assert_eq!(holds["data"], json!([]));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_after_part_of_the_answer_is_billed_what_was_relayed() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let mut body = user("gpt-4o-mini", "a story [[sim:words=300, cut]]");
+    body["stream"] = json!(true);
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let text = resp.text().await.unwrap();
+    assert!(
+        !text.contains("[DONE]"),
+        "a cut answer never looks complete"
+    );
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["status"], 502, "{row}");
+    assert_eq!(row["counted_by_gateway"], true);
+    let (input, output) = (
+        row["input_tokens"].as_i64().unwrap(),
+        row["output_tokens"].as_i64().unwrap(),
+    );
+    // A few words went out before the cut, not the 300 planned.
+    assert!(input > 0 && (1..50).contains(&output), "{row}");
+    let relayed = json!({
+        "prompt_tokens": input,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens": output,
+    });
+    assert_eq!(row["cost"], expected_cost(&relayed));
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    assert_eq!(
+        l["balance"].as_i64().unwrap(),
+        2_500_000 - expected_cost(&relayed)
+    );
     env.stop().await;
 }
 

@@ -6,10 +6,12 @@
 //! and the edge drops it after `write_timeout` — the task stops at once: it
 //! closes the vendor connection (so the vendor stops generating), releases
 //! the guest instance and settles for what was relayed (`relay::relayed`).
-//! If the vendor stream breaks, stalls, or ends without its protocol's
-//! finish marker, the client gets its protocol's error event instead of the
-//! closing events — a cut answer never looks complete — and whatever usage
-//! the vendor had reported by then is billed.
+//! If the vendor stream breaks, stalls, sends what cannot be translated, or
+//! ends without its protocol's finish marker, the client gets its protocol's
+//! error event instead of the closing events — a cut answer never looks
+//! complete — and the call is billed by the same rule for what was relayed;
+//! a stream that fails before any of the answer went out is billed only
+//! what the vendor had reported by then (usually nothing).
 
 use super::charge::Charge;
 use super::relayed::Relayed;
@@ -213,8 +215,21 @@ async fn pump(
     };
     // Settle before the client sees the end of the stream: a call the client
     // saw complete must never be lost to a crash in between.
-    charge
-        .settle(usage.as_ref(), status, failure.map(|e| e.to_string()))
-        .await;
+    let relayed = client.relayed.output_tokens();
+    match failure {
+        // A stream cut after part of the answer went out is billed for that
+        // part, as when the client leaves; before any of it, only for what
+        // the vendor reported.
+        Some(e) if relayed > 0 => {
+            charge
+                .settle_relayed(usage, relayed, status, e.to_string())
+                .await
+        }
+        failure => {
+            charge
+                .settle(usage.as_ref(), status, failure.map(|e| e.to_string()))
+                .await
+        }
+    }
     client.send(&closing).await;
 }
