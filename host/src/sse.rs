@@ -5,7 +5,8 @@
 //! split across reads, LF / CRLF / CR line ends, comments, multi-line data).
 //! On top of it the host caps how many bytes may arrive without completing an
 //! event, so a vendor that never sends a blank line cannot make the gateway
-//! buffer without bound.
+//! buffer without bound, and strips a leading byte-order mark itself: the
+//! crate slices one byte off the three-byte character and panics.
 
 use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
@@ -45,11 +46,30 @@ enum FeedError {
     Transport(String),
 }
 
-/// Counts bytes handed to the parser since the last event it produced.
+/// Counts bytes handed to the parser since the last event it produced, and
+/// hands it the stream's start without a byte-order mark.
 struct Counted<S> {
     inner: S,
     pending: Arc<AtomicUsize>,
     max: usize,
+    /// The stream's first bytes while they may still be the start of a
+    /// byte-order mark; `None` once the parser has them.
+    lead: Option<Vec<u8>>,
+    ended: bool,
+}
+
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// What the parser is handed first: a line end (a blank line completes no
+/// event), then the stream's first bytes without one leading byte-order
+/// mark (the SSE algorithm drops it). Starting with the line end, the
+/// parser never meets a mark at the start, where it would panic.
+fn start(lead: &[u8]) -> Bytes {
+    let rest = lead.strip_prefix(BOM).unwrap_or(lead);
+    let mut out = Vec::with_capacity(rest.len() + 1);
+    out.push(b'\n');
+    out.extend_from_slice(rest);
+    Bytes::from(out)
 }
 
 impl<S, E> Stream for Counted<S>
@@ -60,18 +80,37 @@ where
     type Item = Result<Bytes, FeedError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
         match Pin::new(&mut self.inner).poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 let now = self.pending.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
                 if now > self.max {
                     return Poll::Ready(Some(Err(FeedError::TooLarge(self.max))));
                 }
-                Poll::Ready(Some(Ok(chunk)))
+                let Some(mut lead) = self.lead.take() else {
+                    return Poll::Ready(Some(Ok(chunk)));
+                };
+                lead.extend_from_slice(&chunk);
+                if lead.len() < BOM.len() && BOM.starts_with(&lead) {
+                    // Too short to tell yet.
+                    self.lead = Some(lead);
+                    return Poll::Ready(Some(Ok(Bytes::new())));
+                }
+                Poll::Ready(Some(Ok(start(&lead))))
             }
             Poll::Ready(Some(Err(e))) => {
                 Poll::Ready(Some(Err(FeedError::Transport(e.to_string()))))
             }
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                self.ended = true;
+                match self.lead.take() {
+                    // The stream ended inside what could have been a mark.
+                    Some(lead) if !lead.is_empty() => Poll::Ready(Some(Ok(start(&lead)))),
+                    _ => Poll::Ready(None),
+                }
+            }
             Poll::Pending => Poll::Pending,
         }
     }
@@ -89,6 +128,8 @@ where
         inner: bytes,
         pending: pending.clone(),
         max: max_pending,
+        lead: Some(Vec::new()),
+        ended: false,
     };
     let parsed = counted.eventsource().map(move |item| match item {
         Ok(ev) => {
@@ -252,6 +293,24 @@ mod tests {
         let wire = "data: héllo\n\n".as_bytes();
         let i = wire.iter().position(|b| *b == 0xc3).unwrap() + 1;
         assert_eq!(parse(&[&wire[..i], &wire[i..]], 1024), vec![data("héllo")]);
+    }
+
+    #[test]
+    fn one_leading_byte_order_mark_is_dropped_even_split_across_reads() {
+        let wire = "\u{feff}data: a\n\n".as_bytes();
+        for cut in 0..4 {
+            assert_eq!(parse(&[&wire[..cut], &wire[cut..]], 1024), vec![data("a")]);
+        }
+        // A second mark is part of the first line's field name.
+        assert_eq!(
+            parse(&["\u{feff}\u{feff}data: a\n\ndata: b\n\n".as_bytes()], 1024),
+            vec![data("b")]
+        );
+        assert_eq!(parse(&["\u{feff}".as_bytes()], 1024), vec![]);
+        assert_eq!(
+            parse(&[b"\xef\xbb"], 1024),
+            vec![Err(SseError::Utf8.to_string())]
+        );
     }
 
     #[test]
