@@ -91,19 +91,25 @@ fn is_internal(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_internal_v4(*v4),
         IpAddr::V6(v6) => {
-            if let Some(v4) = embedded_v4(v6) {
-                return is_internal_v4(v4);
-            }
             let seg = v6.segments();
-            v6.is_loopback()
+            // Internal whatever it embeds: an interface id of the ISATAP
+            // form naming a public IPv4 address leaves a unique-local or
+            // link-local address just as internal.
+            let internal = v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (seg[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
                 || (seg[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
                 || (seg[0] & 0xffc0) == 0xfec0 // site-local fec0::/10
                 || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
-                || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard 100::/64
-                || (seg[0] == 0x64 && seg[1] == 0xff9b) // NAT64, any form
+                || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]); // discard 100::/64
+            if internal {
+                return true;
+            }
+            if let Some(v4) = embedded_v4(v6) {
+                return is_internal_v4(v4);
+            }
+            seg[0] == 0x64 && seg[1] == 0xff9b // NAT64, any other form
         }
     }
 }
@@ -283,6 +289,10 @@ mod tests {
             "2001:db8::1",
             "fec0::1",
             "100::1",
+            // Unique-local and link-local even with an ISATAP interface id
+            // that names a public address.
+            "fd12:3456::5efe:808:808",
+            "fe80::200:5efe:808:808",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(address_allowed(&ip, &cfg(false)).is_err(), "{ip}");
