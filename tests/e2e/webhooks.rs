@@ -256,19 +256,7 @@ async fn a_failing_receiver_gets_the_whole_retry_schedule_then_the_event_is_dead
 
     // Retention: a delivered event is kept 7 days after delivery, then the
     // sweep removes it.
-    let event_path = format!("/admin/v1/webhooks/{eid}");
-    env.clock.advance_secs(7 * 86_400 - 1);
-    assert_eq!(sweep(&env).await["webhook_events"], 0);
-    assert_eq!(
-        env.admin(reqwest::Method::GET, &event_path, None).await.0,
-        200
-    );
-    env.clock.advance_secs(1);
-    assert_eq!(sweep(&env).await["webhook_events"], 1);
-    assert_eq!(
-        env.admin(reqwest::Method::GET, &event_path, None).await.0,
-        404
-    );
+    kept_then_swept(&env, eid, 7 * 86_400).await;
     env.stop().await;
 }
 
@@ -278,6 +266,18 @@ async fn sweep(env: &Env) -> Value {
         .await;
     assert_eq!(status, 200);
     swept
+}
+
+/// The event survives a sweep one second before `kept_secs` from now, and
+/// is removed by the sweep at `kept_secs`.
+async fn kept_then_swept(env: &Env, event_id: &str, kept_secs: i64) {
+    let path = format!("/admin/v1/webhooks/{event_id}");
+    env.clock.advance_secs(kept_secs - 1);
+    assert_eq!(sweep(env).await["webhook_events"], 0);
+    assert_eq!(env.admin(reqwest::Method::GET, &path, None).await.0, 200);
+    env.clock.advance_secs(1);
+    assert_eq!(sweep(env).await["webhook_events"], 1);
+    assert_eq!(env.admin(reqwest::Method::GET, &path, None).await.0, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,20 +300,7 @@ async fn a_dead_event_is_kept_thirty_days_then_swept() {
         .await;
     let eid = dead["data"][0]["event_id"].as_str().unwrap().to_string();
     assert!(dead["data"][0]["dead_at"].is_i64());
-    let event_path = format!("/admin/v1/webhooks/{eid}");
-
-    env.clock.advance_secs(30 * 86_400 - 1);
-    assert_eq!(sweep(&env).await["webhook_events"], 0);
-    assert_eq!(
-        env.admin(reqwest::Method::GET, &event_path, None).await.0,
-        200
-    );
-    env.clock.advance_secs(1);
-    assert_eq!(sweep(&env).await["webhook_events"], 1);
-    assert_eq!(
-        env.admin(reqwest::Method::GET, &event_path, None).await.0,
-        404
-    );
+    kept_then_swept(&env, &eid, 30 * 86_400).await;
     env.stop().await;
 }
 
