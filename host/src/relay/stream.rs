@@ -92,14 +92,6 @@ impl Client {
     }
 }
 
-/// What ended the loop over the vendor's events.
-enum Ended {
-    /// The vendor's stream ended.
-    Vendor,
-    Failed(ApiError),
-    ClientGone,
-}
-
 async fn pump(
     opened: Opened,
     charge: Charge,
@@ -123,21 +115,23 @@ async fn pump(
     ));
     // After a trap or deadline the instance is unusable; don't call it again.
     let mut guest_broken = false;
-    let ended = loop {
+    // The loop ends with the failure, if one ended it (else the vendor's
+    // stream ended, or the client went: `client.gone`).
+    let mut failure: Option<ApiError> = loop {
         let next = tokio::select! {
             // A client that leaves while the vendor is quiet is noticed at
             // once, not at the next event.
             _ = client.tx.closed() => {
                 client.gone = true;
-                break Ended::ClientGone;
+                break None;
             }
             next = tokio::time::timeout(idle_timeout, events.next()) => next,
         };
         let next = match next {
-            Err(_) => break Ended::Failed(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
-            Ok(None) => break Ended::Vendor,
+            Err(_) => break Some(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
+            Ok(None) => break None,
             Ok(Some(Err(e))) => {
-                break Ended::Failed(ApiError::UpstreamUnreachable(format!(
+                break Some(ApiError::UpstreamUnreachable(format!(
                     "the stream broke: {e}"
                 )))
             }
@@ -150,12 +144,12 @@ async fn pump(
         match session.push(translator, &ev).await {
             Ok(out) => {
                 if !client.send(&out).await {
-                    break Ended::ClientGone;
+                    break None;
                 }
             }
             Err(e) => {
                 guest_broken = matches!(e, AdapterError::Guest(_));
-                break Ended::Failed(e.into());
+                break Some(e.into());
             }
         }
     };
@@ -166,10 +160,6 @@ async fn pump(
     // reported usage before breaking is billed for it.
     let mut usage = None;
     let mut closing: Vec<SseEvent> = Vec::new();
-    let mut failure = match ended {
-        Ended::Failed(e) => Some(e),
-        Ended::Vendor | Ended::ClientGone => None,
-    };
     if !guest_broken {
         match session.finish(translator).await {
             Ok(end) => {
