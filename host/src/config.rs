@@ -347,6 +347,11 @@ struct RawModel {
     request_price: Option<Cny>,
     #[serde(default)]
     policies: Vec<String>,
+    /// The BPE encoding the gateway counts this model's tokens with when
+    /// its vendor reports no usage (`billing::tokens`); by default the one
+    /// tiktoken uses for the model's name, else `o200k_base`.
+    #[serde(default)]
+    tokenizer: Option<crate::billing::tokens::Encoding>,
     #[serde(default = "yes")]
     enabled: bool,
     #[serde(default = "default_group")]
@@ -549,6 +554,8 @@ pub struct ModelConfig {
     /// Unix seconds, when the config says; else the catalog uses the time
     /// the gateway first served the model.
     pub created: Option<i64>,
+    /// What the gateway counts tokens with when the vendor does not.
+    pub tokenizer: crate::billing::tokens::Encoding,
 }
 
 #[derive(Debug, Clone)]
@@ -860,6 +867,9 @@ fn resolve(
             policies: m.policies,
             group: m.group,
             created: m.created,
+            tokenizer: m
+                .tokenizer
+                .unwrap_or_else(|| crate::billing::tokens::Encoding::for_model(&m.name)),
             name: m.name,
         });
     }

@@ -11,7 +11,10 @@
 //! error event instead of the closing events — a cut answer never looks
 //! complete — and the call is billed by the same rule for what was relayed;
 //! a stream that fails before any of the answer went out is billed only
-//! what the vendor had reported by then (usually nothing).
+//! what the vendor had reported by then (usually nothing). A whole stream
+//! from a vendor that reported no usage is billed the gateway's count
+//! (`billing::tokens`), and an OpenAI client that asked for the usage chunk
+//! gets one with that count.
 
 use super::charge::Charge;
 use super::relayed::Relayed;
@@ -42,11 +45,15 @@ pub(crate) fn respond(
     charge: Charge,
     protocol: &'static ClientProtocol,
     idle_timeout: Duration,
+    wants_usage: bool,
 ) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let request_id = charge.request_id().to_string();
-    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, protocol, idle_timeout, tx)));
+    tokio::spawn(REQUEST_ID.scope(
+        request_id,
+        pump(opened, charge, protocol, idle_timeout, wants_usage, tx),
+    ));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -97,6 +104,7 @@ async fn pump(
     charge: Charge,
     protocol: &'static ClientProtocol,
     idle_timeout: Duration,
+    wants_usage: bool,
     tx: mpsc::Sender<Bytes>,
 ) {
     let Opened {
@@ -106,7 +114,7 @@ async fn pump(
     } = opened;
     let mut client = Client {
         tx,
-        relayed: Relayed::new(protocol.protocol),
+        relayed: Relayed::new(protocol.protocol, charge.encoding()),
         gone: false,
     };
     let mut events = Box::pin(sse::events(
@@ -181,7 +189,7 @@ async fn pump(
     if client.gone {
         let output = client.relayed.output_tokens();
         charge
-            .settle_relayed(
+            .settle_counted(
                 usage,
                 output,
                 200,
@@ -205,20 +213,44 @@ async fn pump(
     };
     // Settle before the client sees the end of the stream: a call the client
     // saw complete must never be lost to a crash in between.
-    let relayed = client.relayed.output_tokens();
+    let vendor_counted = usage.as_ref().is_some_and(|u| !u.is_empty());
     match failure {
         // A stream cut after part of the answer went out is billed for that
         // part, as when the client leaves; before any of it, only for what
         // the vendor reported.
-        Some(e) if relayed > 0 => {
+        Some(e) if client.relayed.any() => {
+            let output = client.relayed.output_tokens();
             charge
-                .settle_relayed(usage, relayed, status, e.to_string())
+                .settle_counted(usage, output, status, e.to_string())
+                .await;
+        }
+        Some(e) => {
+            charge
+                .settle(usage.as_ref(), status, Some(e.to_string()))
                 .await
         }
-        failure => {
-            charge
-                .settle(usage.as_ref(), status, failure.map(|e| e.to_string()))
-                .await
+        None if vendor_counted => charge.settle(usage.as_ref(), status, None).await,
+        // A whole answer from a vendor that reports no usage: the gateway
+        // counts it, and a client that asked for the usage chunk gets one.
+        None => {
+            let output = client.relayed.output_tokens();
+            let billed = charge
+                .settle_counted(
+                    None,
+                    output,
+                    status,
+                    "the vendor reported no usage; counted by the gateway".into(),
+                )
+                .await;
+            if wants_usage {
+                if let Some(chunk) = client.relayed.usage_chunk(&billed) {
+                    let at = closing
+                        .iter()
+                        .position(|ev| ev.data == "[DONE]")
+                        .unwrap_or(closing.len());
+                    closing.insert(at, chunk);
+                }
+            }
         }
     }
     client.send(&closing).await;

@@ -7,13 +7,14 @@
 
 use super::charge::Charge;
 use super::form::ClientForm;
+use super::relayed;
 use super::stream;
 use super::upstream::{self, ClientPayload, SendError};
 use crate::auth::Caller;
 use crate::billing::usage::{Meter, Usage};
 use crate::config::ChannelConfig;
 use crate::error::ApiError;
-use crate::plugins::bindings::types::{Header, RequestCtx, Setting};
+use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting};
 use crate::plugins::registry::{AdapterPlugin, PolicyPlugin};
 use crate::plugins::session::{
     guest_headers, run_policies, AdapterSession, AnswerMode, OutboundBody,
@@ -36,6 +37,8 @@ pub struct TextRequest {
     pub prompt_tokens_estimate: u64,
     /// The non-token meters the call will consume, for the hold.
     pub meters: Vec<Meter>,
+    /// The stream's client asked for OpenAI's usage chunk.
+    pub wants_usage: bool,
     /// The client's body, as received (for a form: its text fields as JSON).
     pub body: Bytes,
     /// The JSON body's bytes in the request-body budget, held until the
@@ -95,7 +98,7 @@ pub async fn serve(
             }
         }
     }
-    let charge = Charge::open(
+    let mut charge = Charge::open(
         &state,
         &caller,
         model.clone(),
@@ -105,6 +108,9 @@ pub async fn serve(
         &req.meters,
     )
     .await?;
+    if req.protocol.is_chat() {
+        charge.count_prompt_of(req.protocol.protocol, req.body.clone());
+    }
     try_channels(&state, &channels, &policies, &req, charge).await
 }
 
@@ -181,8 +187,22 @@ async fn try_channels(
                 body,
                 usage,
             }) => {
-                let usage = usage.or_else(|| req.measured.clone());
-                charge.settle(usage.as_ref(), status.as_u16(), None).await;
+                let usage = usage
+                    .filter(|u| !u.is_empty())
+                    .or_else(|| req.measured.clone());
+                let body = match usage {
+                    Some(usage) => {
+                        charge.settle(Some(&usage), status.as_u16(), None).await;
+                        body
+                    }
+                    None if req.protocol.is_chat() => {
+                        settle_silent(charge, req.protocol.protocol, status, body).await
+                    }
+                    None => {
+                        charge.settle(None, status.as_u16(), None).await;
+                        body
+                    }
+                };
                 let mut out = Response::new(Body::from(body));
                 *out.status_mut() = status;
                 out.headers_mut().insert(header::CONTENT_TYPE, content_type);
@@ -210,6 +230,7 @@ async fn try_channels(
                     charge,
                     req.protocol,
                     state.config.limits.stream_idle_timeout,
+                    req.wants_usage,
                 ));
             }
             Err(Failed::Retry(e)) => last_error = e,
@@ -223,6 +244,38 @@ async fn try_channels(
         .release(last_error.status().as_u16(), last_error.to_string())
         .await;
     Err(last_error)
+}
+
+/// Settles a plain chat answer whose vendor reported no usage: the gateway
+/// counts the prompt and the answer's text (`billing::tokens`). An OpenAI
+/// chat or completions answer without a `usage` object gets the counted one,
+/// as the protocol always carries it. Returns the body to send.
+async fn settle_silent(
+    charge: Charge,
+    protocol: Protocol,
+    status: StatusCode,
+    body: Vec<u8>,
+) -> Vec<u8> {
+    let mut answer: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    let output = answer.as_ref().map_or(0, |a| {
+        charge.count_tokens(&relayed::answer_text(protocol, a))
+    });
+    let billed = charge
+        .settle_counted(
+            None,
+            output,
+            status.as_u16(),
+            "the vendor reported no usage; counted by the gateway".into(),
+        )
+        .await;
+    let shows_usage = matches!(protocol, Protocol::OpenaiChat | Protocol::OpenaiCompletions);
+    match answer.as_mut().and_then(|a| a.as_object_mut()) {
+        Some(a) if shows_usage && a.get("usage").is_none_or(|u| !u.is_object()) => {
+            a.insert("usage".into(), relayed::openai_usage(&billed));
+            serde_json::to_vec(a).unwrap_or(body)
+        }
+        _ => body,
+    }
 }
 
 /// One channel: translate, apply the policies, send, and read or open the

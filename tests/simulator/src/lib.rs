@@ -106,6 +106,10 @@
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
 //! - `[[sim:words=N]]`: a reply of N words (at most 1,000,000) instead of
 //!   16 to 31, for long streams.
+//! - `[[sim:silent]]`: an OpenAI-style server that never reports usage: no
+//!   `usage` in the answer, and no usage chunk (nor `usage` members) in the
+//!   stream, whatever `stream_options.include_usage` says. The other
+//!   dialects ignore it.
 //!
 //! The other endpoints (embeddings, images, audio, rerank, moderation)
 //! read the fault directives `status`, `hang`, `latency_ms`, `malformed`
