@@ -61,6 +61,8 @@ struct RawConfig {
     #[serde(default)]
     retention: RawRetention,
     #[serde(default)]
+    health: RawHealth,
+    #[serde(default)]
     testing: RawTesting,
     #[serde(default)]
     channels: Vec<RawChannel>,
@@ -275,6 +277,28 @@ impl Default for RawRetention {
     }
 }
 
+/// Channel health (`relay::health`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawHealth {
+    /// Consecutive retryable failures that send a channel to rest.
+    failures_to_rest: u32,
+    /// How long a channel rests before one call probes it.
+    rest_secs: u64,
+    /// Attempts per channel kept for the error rate and latency shown.
+    window: usize,
+}
+
+impl Default for RawHealth {
+    fn default() -> Self {
+        Self {
+            failures_to_rest: 3,
+            rest_secs: 30,
+            window: 100,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawTesting {
@@ -299,8 +323,15 @@ struct RawChannel {
     options: BTreeMap<String, String>,
     #[serde(default)]
     priority: i32,
+    /// Share of the calls among channels of the same priority.
+    #[serde(default = "one")]
+    weight: u32,
     #[serde(default = "yes")]
     enabled: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn yes() -> bool {
@@ -418,6 +449,7 @@ pub struct Config {
     pub video: VideoConfig,
     pub webhooks: WebhookConfig,
     pub retention: RetentionConfig,
+    pub health: HealthConfig,
     pub manual_clock: bool,
     pub channels: Vec<ChannelConfig>,
     pub models: Vec<ModelConfig>,
@@ -514,6 +546,13 @@ pub struct RetentionConfig {
 }
 
 #[derive(Debug, Clone)]
+pub struct HealthConfig {
+    pub failures_to_rest: u32,
+    pub rest_secs: i64,
+    pub window: usize,
+}
+
+#[derive(Debug, Clone)]
 pub struct ChannelConfig {
     pub name: String,
     pub adapter: String,
@@ -526,6 +565,8 @@ pub struct ChannelConfig {
     /// Adapter options, in key order.
     pub options: Vec<(String, String)>,
     pub priority: i32,
+    /// Share of the calls among the channels of its priority (at least 1).
+    pub weight: u32,
 }
 
 impl ChannelConfig {
@@ -931,6 +972,7 @@ fn resolve(
             model_map: c.model_map.into_iter().collect(),
             options: c.options.into_iter().collect(),
             priority: c.priority,
+            weight: positive(&f("weight"), u64::from(c.weight))? as u32,
         });
     }
 
@@ -953,6 +995,14 @@ fn resolve(
         video,
         webhooks,
         retention,
+        health: HealthConfig {
+            failures_to_rest: positive(
+                "health.failures_to_rest",
+                u64::from(raw.health.failures_to_rest),
+            )? as u32,
+            rest_secs: secs("health.rest_secs", raw.health.rest_secs)?,
+            window: positive("health.window", raw.health.window as u64)? as usize,
+        },
         manual_clock: raw.testing.manual_clock,
         channels,
         models,

@@ -58,7 +58,8 @@
 //! `{"error":{message,type,param,code}}`, Anthropic
 //! `{"type":"error","error":{type,message}}`, Gemini
 //! `{"error":{code,message,status}}` (see `src/errors.rs` for the status
-//! words); every 429 carries `retry-after: 7`.
+//! words); every 429 carries `retry-after: 7`, every 503
+//! `retry-after-ms: 2500`.
 //!
 //! Control routes (no auth, not recorded):
 //! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
