@@ -1,44 +1,114 @@
-//! Failover rules (README, *Failover*): what moves a call to the next
-//! channel, and that nothing from a failed attempt reaches the client.
+//! Failover rules and channel health (README, *Channels: failover and
+//! health*): what moves a call to the next channel, that nothing from a
+//! failed attempt reaches the client, and how traffic follows health.
 
 use crate::billing::{ledger, request_id, usage_row};
 use crate::common::*;
 use serde_json::{json, Value};
 use upstream_sim::Fault;
 
-/// Two channels for every model: the misbehaving test guest first, a
-/// healthy OpenAI channel after it.
-fn guest_then_backup() -> Setup {
-    let models = ["trap", "garbage", "garbage-response", "loop"];
-    let mut extra = String::from(
-        r#"
-[[channels]]
-name = "misbehaving"
-adapter = "misbehave"
-base_url = "{SIM_URL}"
-key = "env:E2E_SIM_KEY"
-models = ["trap", "garbage", "garbage-response", "loop"]
-priority = 10
+/// A channel of a test config, written out as TOML by [`config`].
+struct Channel {
+    name: &'static str,
+    adapter: &'static str,
+    /// `{SIM_URL}` for the environment's simulator.
+    url: String,
+    key: &'static str,
+    models: &'static [&'static str],
+    /// Client model → upstream model, when they differ.
+    upstream: Option<&'static str>,
+    priority: i32,
+    weight: u32,
+}
 
-[[channels]]
-name = "backup"
-adapter = "openai"
-base_url = "{SIM_URL}"
-key = "env:E2E_SIM_KEY"
-models = ["trap", "garbage", "garbage-response", "loop"]
-model_map = { "trap" = "sim-chat", "garbage" = "sim-chat", "garbage-response" = "sim-chat", "loop" = "sim-chat" }
-"#,
-    );
+impl Channel {
+    /// An OpenAI channel on the environment's simulator serving `m`.
+    fn sim(name: &'static str) -> Channel {
+        Channel {
+            name,
+            adapter: "openai",
+            url: "{SIM_URL}".into(),
+            key: "env:E2E_SIM_KEY",
+            models: &["m"],
+            upstream: None,
+            priority: 0,
+            weight: 1,
+        }
+    }
+
+    fn toml(&self) -> String {
+        let quoted = |items: &[&str]| {
+            items
+                .iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut t = format!(
+            "[[channels]]\nname = {:?}\nadapter = {:?}\nbase_url = {:?}\nkey = {:?}\n\
+             models = [{}]\npriority = {}\nweight = {}\n",
+            self.name,
+            self.adapter,
+            self.url,
+            self.key,
+            quoted(self.models),
+            self.priority,
+            self.weight
+        );
+        if let Some(up) = self.upstream {
+            let map: Vec<String> = self
+                .models
+                .iter()
+                .map(|m| format!("{m:?} = {up:?}"))
+                .collect();
+            t.push_str(&format!("model_map = {{ {} }}\n", map.join(", ")));
+        }
+        t + "\n"
+    }
+}
+
+/// A config of `channels` and their models, each at 1 CNY per 1M tokens.
+fn config(channels: &[Channel], adapters: Vec<(&'static str, &'static str)>) -> Setup {
+    let mut extra: String = channels.iter().map(Channel::toml).collect();
+    let mut models: Vec<&str> = channels
+        .iter()
+        .flat_map(|c| c.models.iter().copied())
+        .collect();
+    models.sort_unstable();
+    models.dedup();
     for m in models {
         extra.push_str(&format!(
-            "\n[[models]]\nname = \"{m}\"\ninput_price = \"1\"\noutput_price = \"1\"\n"
+            "[[models]]\nname = {m:?}\ninput_price = \"1\"\noutput_price = \"1\"\n\n"
         ));
     }
     Setup {
-        adapters: vec![("adapters", "openai"), ("test-guests", "misbehave")],
+        default_models: false,
+        adapters,
         extra,
         ..Setup::default()
     }
+}
+
+/// Two channels for every model: the misbehaving test guest first, a
+/// healthy OpenAI channel after it.
+fn guest_then_backup() -> Setup {
+    const MODELS: &[&str] = &["trap", "garbage", "garbage-response", "loop"];
+    config(
+        &[
+            Channel {
+                adapter: "misbehave",
+                models: MODELS,
+                priority: 10,
+                ..Channel::sim("misbehaving")
+            },
+            Channel {
+                models: MODELS,
+                upstream: Some("sim-chat"),
+                ..Channel::sim("backup")
+            },
+        ],
+        vec![("adapters", "openai"), ("test-guests", "misbehave")],
+    )
 }
 
 /// The call was answered by `channel`, billed once, and the books add up.
@@ -105,32 +175,16 @@ async fn an_adapter_that_traps_runs_out_of_time_or_cannot_translate_moves_the_ca
 
 /// Two plain OpenAI channels on the simulator, tried in order.
 fn first_then_second() -> Setup {
-    Setup {
-        default_models: false,
-        extra: r#"
-[[channels]]
-name = "first"
-adapter = "openai"
-base_url = "{SIM_URL}"
-key = "env:E2E_SIM_KEY"
-models = ["m"]
-priority = 10
-
-[[channels]]
-name = "second"
-adapter = "openai"
-base_url = "{SIM_URL}"
-key = "env:E2E_SIM_KEY"
-models = ["m"]
-
-[[models]]
-name = "m"
-input_price = "1"
-output_price = "1"
-"#
-        .into(),
-        ..Setup::default()
-    }
+    config(
+        &[
+            Channel {
+                priority: 10,
+                ..Channel::sim("first")
+            },
+            Channel::sim("second"),
+        ],
+        Setup::default().adapters,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,6 +219,11 @@ async fn a_stream_that_fails_before_its_first_event_falls_back_without_leaking_a
     assert_eq!(resp.status(), 200);
     let rid = request_id(&resp);
     answered_once_by(&env, &account, &rid, "second").await;
+    // The two answers that could not be translated are counted against
+    // the channel that sent them.
+    let first = channel_view(&env, "first").await;
+    assert_eq!(first["untranslatable"], 2, "{first}");
+    assert_eq!(first["failures"], 3, "{first}");
     env.stop().await;
 }
 
@@ -208,24 +267,23 @@ async fn traffic_leaves_a_failing_channel_and_splits_by_weight_with_every_call_b
         Fault::Latency(std::time::Duration::from_millis(120)),
         100_000,
     );
-    let channel = |name: &str, url: &str, weight: u32| {
-        format!(
-            "[[channels]]\nname = \"{name}\"\nadapter = \"openai\"\nbase_url = \"{url}\"\n\
-             key = \"env:E2E_SIM_KEY\"\nmodels = [\"m\"]\nweight = {weight}\n\n"
-        )
-    };
-    let extra = [
-        channel("failing", &failing.base_url(), 1),
-        channel("slow", &slow.base_url(), 1),
-        channel("healthy", "{SIM_URL}", 2),
-        "[[models]]\nname = \"m\"\ninput_price = \"1\"\noutput_price = \"1\"\n".into(),
-    ]
-    .concat();
-    let env = Env::with(Setup {
-        default_models: false,
-        extra,
-        ..Setup::default()
-    })
+    let env = Env::with(config(
+        &[
+            Channel {
+                url: failing.base_url(),
+                ..Channel::sim("failing")
+            },
+            Channel {
+                url: slow.base_url(),
+                ..Channel::sim("slow")
+            },
+            Channel {
+                weight: 2,
+                ..Channel::sim("healthy")
+            },
+        ],
+        Setup::default().adapters,
+    ))
     .await;
     let account = env.account("50").await;
     let (_, key) = env.token_with(&account, json!({})).await;
@@ -329,32 +387,17 @@ async fn traffic_leaves_a_failing_channel_and_splits_by_weight_with_every_call_b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_whose_key_the_vendor_refuses_is_disabled_until_enabled() {
-    let env = Env::with(Setup {
-        default_models: false,
-        extra: r#"
-[[channels]]
-name = "bad-key"
-adapter = "openai"
-base_url = "{SIM_URL}"
-key = "sk-not-the-simulators"
-models = ["m"]
-priority = 10
-
-[[channels]]
-name = "good"
-adapter = "openai"
-base_url = "{SIM_URL}"
-key = "env:E2E_SIM_KEY"
-models = ["m"]
-
-[[models]]
-name = "m"
-input_price = "1"
-output_price = "1"
-"#
-        .into(),
-        ..Setup::default()
-    })
+    let env = Env::with(config(
+        &[
+            Channel {
+                key: "sk-not-the-simulators",
+                priority: 10,
+                ..Channel::sim("bad-key")
+            },
+            Channel::sim("good"),
+        ],
+        Setup::default().adapters,
+    ))
     .await;
     let key = env.key().await;
     for _ in 0..3 {

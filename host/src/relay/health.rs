@@ -7,9 +7,10 @@
 //!   often as one of weight 1, so traffic splits by weight and every
 //!   channel of the priority is still a fallback for the others.
 //! - **Rest.** After `[health] failures_to_rest` consecutive retryable
-//!   failures (README, *Failover*) a channel rests for `rest_secs`: calls try
-//!   it only after every other channel, so it gets no traffic while others
-//!   answer, yet a call is never refused while it might. When the rest is
+//!   failures (README, *Channels: failover and health*) a channel rests for
+//!   `rest_secs`: calls try it only after every other channel, so it gets
+//!   no traffic while others answer, yet a call is never refused while it
+//!   might. When the rest is
 //!   over one call probes it, first among its priority; an answer brings it
 //!   back, a failure sends it to rest again. A probe that never reports (a
 //!   higher priority answered first) is let through again after another

@@ -121,7 +121,7 @@ pub async fn serve(
 /// How one channel's attempt ended, when it did not answer. Nothing has
 /// reached the client yet either way.
 ///
-/// The rules (README, *Failover*): a connect error, a timeout, a vendor's
+/// The rules (README, *Channels: failover and health*): a connect error, a timeout, a vendor's
 /// 429 or 5xx, a vendor's 401 or 403 (the channel's key is refused), an
 /// adapter that traps, runs out of time or memory or gives output the host
 /// refuses, an adapter that does not support the request, and a `2xx`
