@@ -16,6 +16,7 @@ mod matrix;
 mod policies;
 mod property;
 mod protocols;
+mod reload;
 mod sandbox;
 mod tokens;
 mod video;

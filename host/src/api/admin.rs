@@ -1,4 +1,4 @@
-//! The admin API: accounts, tokens, usage, plugins. It listens on a loopback
+//! The admin API: accounts, tokens, usage, plugins, config reload. It listens on a loopback
 //! address only (the config refuses anything else) and every call needs
 //! `Authorization: Bearer <admin key>`. The public API never issues tokens
 //! (spec §5); `gateway admin ...` is a thin client of this API.
@@ -36,6 +36,7 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/holds", get(holds))
         .route("/admin/v1/plugins", get(plugins))
         .route("/admin/v1/plugins/reload", post(reload_plugins))
+        .route("/admin/v1/reload", post(reload_config))
         .route("/admin/v1/clock/advance", post(advance_clock))
         .route("/admin/v1/video/poll", post(video_poll))
         .route("/admin/v1/webhooks", get(webhook_list))
@@ -222,9 +223,9 @@ async fn create_token(
         }
     }
     if let Some(models) = &req.models {
+        let catalog = state.catalog();
         for m in models {
-            let known =
-                state.catalog.models.contains_key(m) || state.catalog.video_models.contains_key(m);
+            let known = catalog.models.contains_key(m) || catalog.video_models.contains_key(m);
             if !known {
                 return Err(bad(format!("models: `{m}` is not a configured model")));
             }
@@ -365,6 +366,21 @@ async fn reload_plugins(State(state): State<SharedState>, _: Admin) -> Json<Valu
     let mut v = plugins_json(&state);
     v["reloaded"] = json!(reloaded);
     Json(v)
+}
+
+/// Reloads channels, models, prices and policy lists from the config file,
+/// as `SIGHUP` does; an invalid file is refused (422 `config_invalid`, the
+/// reason in the message) and the running configuration keeps serving.
+async fn reload_config(State(state): State<SharedState>, _: Admin) -> Reply {
+    let r = crate::reload::reload(&state).await?;
+    Ok(Json(json!({
+        "reloaded": true,
+        "models": r.models,
+        "video_models": r.video_models,
+        "channels": r.channels,
+        "plugins_reloaded": r.plugins_reloaded,
+        "restart_needed": r.restart_needed,
+    })))
 }
 
 #[derive(Deserialize)]

@@ -70,14 +70,14 @@ pub async fn serve(
     caller: Caller,
     req: TextRequest,
 ) -> Result<Response, ApiError> {
-    let model = state
-        .catalog
+    let catalog = state.catalog();
+    let model = catalog
         .models
         .get(&req.model)
         .cloned()
         .ok_or_else(|| ApiError::ModelNotFound(req.model.clone()))?;
     caller.check_model(&model.name)?;
-    let channels: Vec<Arc<ChannelConfig>> = state.catalog.channels(&model.name).to_vec();
+    let channels: Vec<Arc<ChannelConfig>> = catalog.channels(&model.name).to_vec();
     if channels.is_empty() {
         return Err(ApiError::NoChannel(model.name.clone()));
     }
