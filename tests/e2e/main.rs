@@ -11,6 +11,7 @@ mod cli;
 mod crash;
 mod edge;
 mod families;
+mod hotswap;
 mod limits;
 mod matrix;
 mod policies;

@@ -14,7 +14,7 @@ use crate::billing::usage::{Meter, Usage};
 use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::{Header, RequestCtx, Setting};
-use crate::plugins::registry::{AdapterPlugin, PolicyPlugin};
+use crate::plugins::registry::{AdapterPlugin, PolicyPlugin, Registry};
 use crate::plugins::session::{
     guest_headers, run_policies, AdapterSession, AnswerMode, OutboundBody,
 };
@@ -105,7 +105,7 @@ pub async fn serve(
         &req.meters,
     )
     .await?;
-    try_channels(&state, &channels, &policies, &req, charge).await
+    try_channels(&state, &registry, &channels, &policies, &req, charge).await
 }
 
 /// How one channel's attempt ended, when it did not answer.
@@ -135,15 +135,16 @@ enum Answer {
 }
 
 /// Tries the channels in order until one answers; the charge goes with the
-/// answer, or is released with the last error.
+/// answer, or is released with the last error. `registry` is the one the
+/// policies came from: a call uses one set of components from start to end.
 async fn try_channels(
     state: &SharedState,
+    registry: &Registry,
     channels: &[Arc<ChannelConfig>],
     policies: &[Arc<PolicyPlugin>],
     req: &TextRequest,
     mut charge: Charge,
 ) -> Result<Response, ApiError> {
-    let registry = state.plugins.registry();
     let mut last_error = ApiError::NoChannel(req.model.clone());
     for channel in channels {
         let Some(plugin) = registry.adapters.get(&channel.adapter) else {
@@ -186,6 +187,7 @@ async fn try_channels(
                 let mut out = Response::new(Body::from(body));
                 *out.status_mut() = status;
                 out.headers_mut().insert(header::CONTENT_TYPE, content_type);
+                plugin.mark(&mut out);
                 return Ok(out);
             }
             Ok(Answer::Relay {
@@ -202,15 +204,18 @@ async fn try_channels(
                 if let Some(ct) = content_type {
                     out.headers_mut().insert(header::CONTENT_TYPE, ct);
                 }
+                plugin.mark(&mut out);
                 return Ok(out);
             }
             Ok(Answer::Stream(opened)) => {
-                return Ok(stream::respond(
+                let mut out = stream::respond(
                     *opened,
                     charge,
                     req.protocol,
                     state.config.limits.stream_idle_timeout,
-                ));
+                );
+                plugin.mark(&mut out);
+                return Ok(out);
             }
             Err(Failed::Retry(e)) => last_error = e,
             Err(Failed::Stop(e)) => {
