@@ -42,6 +42,13 @@ pub enum AdminCommand {
     /// Webhook events: list them, re-send one.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Channels with their health: state (healthy, resting, probing,
+    /// disabled), recent error rate and latency; `--enable NAME` puts a
+    /// disabled or resting channel back in service.
+    Channels {
+        #[arg(long, value_name = "NAME")]
+        enable: Option<String>,
+    },
     /// Loaded plugins; `--reload` rescans the plugin folders first.
     Plugins {
         #[arg(long)]
@@ -184,6 +191,10 @@ fn call_for(cmd: AdminCommand) -> Call {
         }
         AdminCommand::Webhook(WebhookCommand::Resend { event_id }) => {
             Call::Post(format!("/admin/v1/webhooks/{event_id}/resend"), json!({}))
+        }
+        AdminCommand::Channels { enable: None } => Call::Get("/admin/v1/channels".into()),
+        AdminCommand::Channels { enable: Some(name) } => {
+            Call::Post(format!("/admin/v1/channels/{name}/enable"), json!({}))
         }
         AdminCommand::Plugins { reload: false } => Call::Get("/admin/v1/plugins".into()),
         AdminCommand::Plugins { reload: true } => {

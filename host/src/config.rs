@@ -62,6 +62,8 @@ struct RawConfig {
     #[serde(default)]
     retention: RawRetention,
     #[serde(default)]
+    health: RawHealth,
+    #[serde(default)]
     testing: RawTesting,
     #[serde(default)]
     channels: Vec<RawChannel>,
@@ -276,6 +278,28 @@ impl Default for RawRetention {
     }
 }
 
+/// Channel health (`relay::health`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawHealth {
+    /// Consecutive retryable failures that send a channel to rest.
+    failures_to_rest: u32,
+    /// How long a channel rests before one call probes it.
+    rest_secs: u64,
+    /// Attempts per channel kept for the error rate and latency shown.
+    window: usize,
+}
+
+impl Default for RawHealth {
+    fn default() -> Self {
+        Self {
+            failures_to_rest: 3,
+            rest_secs: 30,
+            window: 100,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawTesting {
@@ -300,8 +324,15 @@ struct RawChannel {
     options: BTreeMap<String, String>,
     #[serde(default)]
     priority: i32,
+    /// Share of the calls among channels of the same priority.
+    #[serde(default = "one")]
+    weight: u32,
     #[serde(default = "yes")]
     enabled: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 fn yes() -> bool {
@@ -348,6 +379,11 @@ struct RawModel {
     request_price: Option<Cny>,
     #[serde(default)]
     policies: Vec<String>,
+    /// The BPE encoding the gateway counts this model's tokens with when
+    /// its vendor reports no usage (`billing::tokens`); by default the one
+    /// tiktoken uses for the model's name, else `o200k_base`.
+    #[serde(default)]
+    tokenizer: Option<crate::billing::tokens::Encoding>,
     #[serde(default = "yes")]
     enabled: bool,
     #[serde(default = "default_group")]
@@ -414,6 +450,7 @@ pub struct Config {
     pub video: VideoConfig,
     pub webhooks: WebhookConfig,
     pub retention: RetentionConfig,
+    pub health: HealthConfig,
     pub manual_clock: bool,
     /// The reloadable part (see [`crate::reload`]): the catalog is built
     /// from these; what serves is the catalog, not these fields.
@@ -575,6 +612,13 @@ pub struct RetentionConfig {
     pub sweep_batch: usize,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    pub failures_to_rest: u32,
+    pub rest_secs: i64,
+    pub window: usize,
+}
+
 #[derive(Debug, Clone)]
 pub struct ChannelConfig {
     pub name: String,
@@ -588,6 +632,8 @@ pub struct ChannelConfig {
     /// Adapter options, in key order.
     pub options: Vec<(String, String)>,
     pub priority: i32,
+    /// Share of the calls among the channels of its priority (at least 1).
+    pub weight: u32,
 }
 
 impl ChannelConfig {
@@ -616,6 +662,8 @@ pub struct ModelConfig {
     /// Unix seconds, when the config says; else the catalog uses the time
     /// the gateway first served the model.
     pub created: Option<i64>,
+    /// What the gateway counts tokens with when the vendor does not.
+    pub tokenizer: crate::billing::tokens::Encoding,
 }
 
 #[derive(Debug, Clone)]
@@ -676,6 +724,7 @@ impl Config {
         differ("[video]", self.video != new.video);
         differ("[webhooks]", self.webhooks != new.webhooks);
         differ("[retention]", self.retention != new.retention);
+        differ("[health]", self.health != new.health);
         differ("[testing]", self.manual_clock != new.manual_clock);
         out
     }
@@ -947,6 +996,9 @@ fn resolve(
             policies: m.policies,
             group: m.group,
             created: m.created,
+            tokenizer: m
+                .tokenizer
+                .unwrap_or_else(|| crate::billing::tokens::Encoding::for_model(&m.name)),
             name: m.name,
         });
     }
@@ -1008,6 +1060,7 @@ fn resolve(
             model_map: c.model_map.into_iter().collect(),
             options: c.options.into_iter().collect(),
             priority: c.priority,
+            weight: positive(&f("weight"), u64::from(c.weight))? as u32,
         });
     }
 
@@ -1030,6 +1083,14 @@ fn resolve(
         video,
         webhooks,
         retention,
+        health: HealthConfig {
+            failures_to_rest: positive(
+                "health.failures_to_rest",
+                u64::from(raw.health.failures_to_rest),
+            )? as u32,
+            rest_secs: secs("health.rest_secs", raw.health.rest_secs)?,
+            window: positive("health.window", raw.health.window as u64)? as usize,
+        },
         manual_clock: raw.testing.manual_clock,
         channels,
         models,

@@ -21,7 +21,7 @@
 //! from the spec's list); use `Internal` only for our own bugs and storage
 //! failures — it is logged with its detail and shown to the client without it.
 
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
@@ -105,8 +105,8 @@ pub enum ApiError {
         status: u16,
         code: String,
         message: String,
-        /// The vendor's `Retry-After`, passed on.
-        retry_after_secs: Option<u32>,
+        /// When the vendor said to retry, passed on (on 429 and 5xx).
+        retry_after: Option<UpstreamRetry>,
     },
     /// The vendor's stream ended without its protocol's finish marker.
     #[error("the upstream's stream ended before the answer was complete")]
@@ -182,6 +182,54 @@ pub enum ApiError {
 
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// When a vendor said to retry. The client gets it on a 429 or a 5xx (the
+/// statuses SDKs retry), both ways SDKs read it: `Retry-After` in whole seconds (rounded up) and
+/// OpenAI's `retry-after-ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamRetry {
+    pub ms: u64,
+}
+
+impl UpstreamRetry {
+    /// A day: longer hints are capped.
+    const MAX_MS: u64 = 86_400_000;
+
+    /// From the vendor's answer: its `retry-after-ms`, else the seconds the
+    /// adapter read (`adapter_secs`), else a `Retry-After` in seconds.
+    pub fn from_vendor(headers: &HeaderMap, adapter_secs: Option<u32>) -> Option<UpstreamRetry> {
+        let number = |name: &str| -> Option<f64> {
+            let v: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
+            (v.is_finite() && v >= 0.0).then_some(v)
+        };
+        let ms = number("retry-after-ms")
+            .map(|ms| ms.ceil() as u64)
+            .or_else(|| adapter_secs.map(|s| u64::from(s) * 1000))
+            .or_else(|| number("retry-after").map(|s| (s * 1000.0).ceil() as u64))?;
+        Some(UpstreamRetry {
+            ms: ms.min(Self::MAX_MS),
+        })
+    }
+
+    pub fn secs(secs: u32) -> UpstreamRetry {
+        UpstreamRetry {
+            ms: (u64::from(secs) * 1000).min(Self::MAX_MS),
+        }
+    }
+
+    fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        vec![
+            (
+                axum::http::header::RETRY_AFTER,
+                HeaderValue::from(self.ms.div_ceil(1000)),
+            ),
+            (
+                HeaderName::from_static("retry-after-ms"),
+                HeaderValue::from(self.ms),
+            ),
+        ]
+    }
 }
 
 impl ApiError {
@@ -341,9 +389,10 @@ impl ApiError {
                 HeaderValue::from(*retry_after_secs),
             )],
             ApiError::Upstream {
-                retry_after_secs: Some(secs),
+                status: 429 | 500..,
+                retry_after: Some(after),
                 ..
-            } => vec![(axum::http::header::RETRY_AFTER, HeaderValue::from(*secs))],
+            } => after.headers(),
             ApiError::TooManyConnections(_) | ApiError::Busy(_) => {
                 vec![(axum::http::header::RETRY_AFTER, HeaderValue::from(1))]
             }

@@ -42,6 +42,15 @@ pub struct Head {
     /// The non-token meters the call will consume (`n` images, the speech
     /// input's characters, ...), for the hold.
     pub meters: Vec<Meter>,
+    /// An OpenAI chat or completions stream asked for
+    /// `stream_options.include_usage` (its usage chunk).
+    pub wants_usage: bool,
+}
+
+/// `stream_options.include_usage`, read leniently: the adapter checks the
+/// member's shape, the host only needs to know whether it is `true`.
+fn wants_usage(options: Option<Value>) -> bool {
+    options.is_some_and(|o| o["include_usage"] == Value::Bool(true))
 }
 
 /// One client protocol.
@@ -489,6 +498,8 @@ struct ChatHead<'a> {
     max_completion_tokens: Option<u64>,
     #[serde(default, borrow)]
     messages: Option<Vec<&'a RawValue>>,
+    #[serde(default)]
+    stream_options: Option<Value>,
 }
 
 fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
@@ -508,6 +519,7 @@ fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         max_output_tokens: head.max_completion_tokens.or(head.max_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, messages.len()),
         meters: Vec::new(),
+        wants_usage: wants_usage(head.stream_options),
     })
 }
 
@@ -524,6 +536,8 @@ struct CompletionsHead<'a> {
     max_tokens: Option<u64>,
     #[serde(default, borrow)]
     prompt: Option<&'a RawValue>,
+    #[serde(default)]
+    stream_options: Option<Value>,
 }
 
 fn completions_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
@@ -539,6 +553,7 @@ fn completions_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         max_output_tokens: Some(head.max_tokens.unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS)),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, items),
         meters: Vec::new(),
+        wants_usage: wants_usage(head.stream_options),
     })
 }
 
@@ -577,6 +592,7 @@ fn responses_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         max_output_tokens: head.max_output_tokens,
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, items + 1),
         meters: Vec::new(),
+        wants_usage: false,
     })
 }
 
@@ -616,6 +632,7 @@ fn messages_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         max_output_tokens: Some(max_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, messages.len() + 1),
         meters: Vec::new(),
+        wants_usage: false,
     })
 }
 
@@ -678,6 +695,7 @@ fn gemini_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
         max_output_tokens: head.generation_config.and_then(|g| g.max_output_tokens),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, contents.len() + 1),
         meters: Vec::new(),
+        wants_usage: false,
     })
 }
 
@@ -692,6 +710,7 @@ fn family_head(model: String, prompt_tokens_estimate: u64, meters: Vec<Meter>) -
         max_output_tokens: Some(0),
         prompt_tokens_estimate,
         meters,
+        wants_usage: false,
     }
 }
 

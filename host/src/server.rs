@@ -106,6 +106,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             shared_clock.clone(),
         ),
         groups: GroupSlots::new(&config.limits.group_concurrency),
+        health: crate::relay::health::Health::new(config.health.clone(), shared_clock.clone()),
         bodies: crate::api::body::BodyBudget::new(config.limits.max_buffered_body_bytes),
         video: crate::video::VideoRuntime::default(),
         webhooks: crate::webhooks::WebhookRuntime::new(config.webhooks.max_concurrent),

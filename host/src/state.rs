@@ -89,6 +89,19 @@ impl Catalog {
         self.channels.values().flatten().find(|c| c.name == name)
     }
 
+    /// Every channel, once, in the order calls try them (priority, then
+    /// config order).
+    pub fn all_channels(&self) -> Vec<Arc<ChannelConfig>> {
+        let mut all: Vec<Arc<ChannelConfig>> = Vec::new();
+        for ch in self.channels.values().flatten() {
+            if !all.iter().any(|c| c.name == ch.name) {
+                all.push(ch.clone());
+            }
+        }
+        all.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
+        all
+    }
+
     pub fn channels(&self, model: &str) -> &[Arc<ChannelConfig>] {
         self.channels.get(model).map(Vec::as_slice).unwrap_or(&[])
     }
@@ -113,6 +126,8 @@ pub struct AppState {
     pub(crate) reloading: tokio::sync::Mutex<()>,
     pub rate: RateLimiter,
     pub groups: GroupSlots,
+    /// Each channel's health: the order calls try them (`relay::health`).
+    pub health: crate::relay::health::Health,
     /// Request bytes held in memory, by all requests (see `api::body`).
     pub bodies: crate::api::body::BodyBudget,
     pub video: crate::video::VideoRuntime,

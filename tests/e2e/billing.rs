@@ -3,6 +3,8 @@
 
 use crate::common::*;
 use futures_util::StreamExt;
+use gateway::billing::tokens::{self, Encoding};
+use gateway::plugins::bindings::types::Protocol;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -25,7 +27,7 @@ pub async fn usage_row(env: &Env, request_id: &str) -> Value {
     panic!("no usage row for {request_id}");
 }
 
-/// A gateway-counted row (a stream cut short) is charged its own token
+/// A gateway-counted row (a stream cut short, a silent vendor) is charged its own token
 /// counts at gpt-4o-mini's prices, and that is what left the account's
 /// `credit`.
 async fn billed_as_counted(env: &Env, account: &str, row: &Value, credit: i64) {
@@ -211,6 +213,134 @@ async fn a_stream_cut_after_part_of_the_answer_is_billed_what_was_relayed() {
     // A few words went out before the cut, not the 300 planned.
     assert!(input > 0 && (1..50).contains(&output), "{row}");
     billed_as_counted(&env, &account, &row, 2_500_000).await;
+    env.stop().await;
+}
+
+/// The prompt's tokens as the gateway counts them for gpt-4o-mini
+/// (`o200k_base`), and the tokens of `text`.
+fn counted(body: &Value) -> u64 {
+    tokens::prompt_tokens(
+        Encoding::O200kBase,
+        Protocol::OpenaiChat,
+        body.to_string().as_bytes(),
+    )
+}
+
+/// The text of a chat stream's content deltas.
+fn streamed_text(payloads: &[String]) -> String {
+    payloads
+        .iter()
+        .filter_map(|p| serde_json::from_str::<Value>(p).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_vendors_stream_is_counted_by_the_gateway_with_a_usage_chunk_for_who_asked() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let mut body = user("gpt-4o-mini", "tell me about tokens [[sim:silent]]");
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let resp = env.chat(&key, body.clone()).await;
+    let rid = request_id(&resp);
+    let payloads = sse_data(resp).await;
+    assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"));
+    let text = streamed_text(&payloads);
+    assert!(!text.is_empty());
+    // The usage chunk the vendor never sent: last before [DONE], no
+    // choices, the gateway's counts.
+    let chunk: Value = serde_json::from_str(&payloads[payloads.len() - 2]).unwrap();
+    assert_eq!(chunk["choices"], json!([]), "{chunk}");
+    assert_eq!(chunk["object"], "chat.completion.chunk");
+    let (prompt, output) = (counted(&body), Encoding::O200kBase.count(&text));
+    assert_eq!(chunk["usage"]["prompt_tokens"], prompt);
+    assert_eq!(chunk["usage"]["completion_tokens"], output);
+    assert_eq!(chunk["usage"]["total_tokens"], prompt + output);
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(
+        (row["status"].as_u64(), row["stream"].as_bool()),
+        (Some(200), Some(true))
+    );
+    assert_eq!(row["input_tokens"], prompt);
+    assert_eq!(row["output_tokens"], output);
+    billed_as_counted(&env, &account, &row, 2_500_000).await;
+    let first_cost = row["cost"].as_i64().unwrap();
+
+    // Without include_usage: no usage chunk, the same bill.
+    body.as_object_mut().unwrap().remove("stream_options");
+    let resp = env.chat(&key, body.clone()).await;
+    let rid = request_id(&resp);
+    let payloads = sse_data(resp).await;
+    assert!(payloads
+        .iter()
+        .filter_map(|p| serde_json::from_str::<Value>(p).ok())
+        .all(|v| v["usage"].is_null() && v["choices"] != json!([])));
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["counted_by_gateway"], true);
+    assert_eq!(
+        row["output_tokens"],
+        Encoding::O200kBase.count(&streamed_text(&payloads))
+    );
+    billed_as_counted(&env, &account, &row, 2_500_000 - first_cost).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_vendors_plain_answer_is_counted_and_shows_the_count() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let body = json!({"model": "gpt-4o-mini", "messages": [
+        {"role": "system", "content": "you are terse"},
+        {"role": "user", "content": "what is a token [[sim:silent]]"}
+    ]});
+    let resp = env.chat(&key, body.clone()).await;
+    let rid = request_id(&resp);
+    let v: Value = resp.json().await.unwrap();
+    let text = v["choices"][0]["message"]["content"].as_str().unwrap();
+    let (prompt, output) = (counted(&body), Encoding::O200kBase.count(text));
+    assert_eq!(v["usage"]["prompt_tokens"], prompt, "{v}");
+    assert_eq!(v["usage"]["completion_tokens"], output);
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["input_tokens"], prompt);
+    assert_eq!(row["output_tokens"], output);
+    billed_as_counted(&env, &account, &row, 2_500_000).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vendors_own_usage_wins_over_the_gateways_count() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let mut body = user("gpt-4o-mini", "tell me about tokens");
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let resp = env.chat(&key, body.clone()).await;
+    let rid = request_id(&resp);
+    let payloads = sse_data(resp).await;
+    let chunk: Value = serde_json::from_str(&payloads[payloads.len() - 2]).unwrap();
+    // The simulator counts words, not tokens: its numbers differ from the
+    // tokenizer's, and they are the ones billed.
+    let vendor = &chunk["usage"];
+    assert_ne!(vendor["prompt_tokens"], counted(&body));
+    let row = usage_row(&env, &rid).await;
+    assert_ne!(row["counted_by_gateway"], true, "{row}");
+    assert_eq!(row["input_tokens"], vendor["prompt_tokens"]);
+    assert_eq!(row["output_tokens"], vendor["completion_tokens"]);
+    assert_eq!(row["cost"], expected_cost(vendor));
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    assert_eq!(
+        l["balance"].as_i64(),
+        Some(2_500_000 - expected_cost(vendor))
+    );
     env.stop().await;
 }
 

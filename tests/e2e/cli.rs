@@ -109,3 +109,34 @@ async fn the_admin_cli_manages_accounts_and_tokens() {
     assert!(err.contains("404"), "{err}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_cli_shows_channel_health_and_enables_a_channel() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    assert_eq!(
+        env.chat(&key, user("gpt-4o-mini", "hi")).await.status(),
+        200
+    );
+    let e = &env;
+    let (ok, v, err) = tokio::task::block_in_place(|| admin(e, &["channels"]));
+    assert!(ok, "{err}");
+    let sim = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "sim")
+        .cloned()
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(sim["state"], "healthy");
+    assert_eq!(sim["attempts"], 1);
+    assert_eq!(sim["recent_error_rate"], 0.0);
+    assert!(sim["latency_ms_mean"].is_u64(), "{sim}");
+    let (ok, v, err) = tokio::task::block_in_place(|| admin(e, &["channels", "--enable", "sim"]));
+    assert!(ok, "{err}");
+    assert_eq!(v["name"], "sim");
+    let (ok, _, err) =
+        tokio::task::block_in_place(|| admin(e, &["channels", "--enable", "no-such"]));
+    assert!(!ok && err.contains("no channel named"), "{err}");
+    env.stop().await;
+}

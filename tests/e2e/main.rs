@@ -10,6 +10,7 @@ mod chat;
 mod cli;
 mod crash;
 mod edge;
+mod failover;
 mod families;
 mod hotswap;
 mod limits;

@@ -308,27 +308,37 @@ async fn a_stream_that_breaks_ends_with_the_protocols_error_event() {
 async fn a_vendors_retry_after_reaches_every_client() {
     let env = Env::start().await;
     let key = env.key().await;
-    for model in ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"] {
-        for client in CLIENTS {
-            let ask = Ask::new(model, "hi [[sim:status=429]]");
-            let resp = client
-                .request(&env.http, &env.url(""), &key, &ask)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(
-                resp.headers()
-                    .get("retry-after")
-                    .map(|v| v.to_str().unwrap()),
-                Some("7"),
-                "{client:?} → {model}"
-            );
-            let err = enveloped(client, resp, 429).await;
-            if matches!(
-                client,
-                Client::Chat | Client::Completions | Client::Responses
-            ) {
-                assert_eq!(err["code"], "upstream_rate_limited");
+    // The simulator says `retry-after: 7` on a 429 and `retry-after-ms:
+    // 2500` on a 503; clients get both forms either way.
+    let cases = [("429", 429, "7", "7000"), ("503", 502, "3", "2500")];
+    for (vendor, status, secs, ms) in cases {
+        for model in ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"] {
+            for client in CLIENTS {
+                let ask = Ask::new(model, &format!("hi [[sim:status={vendor}]]"));
+                let resp = client
+                    .request(&env.http, &env.url(""), &key, &ask)
+                    .send()
+                    .await
+                    .unwrap();
+                let header = |name: &str| {
+                    resp.headers()
+                        .get(name)
+                        .map(|v| v.to_str().unwrap().to_string())
+                };
+                assert_eq!(
+                    (header("retry-after"), header("retry-after-ms")),
+                    (Some(secs.to_string()), Some(ms.to_string())),
+                    "{client:?} → {model}, vendor {vendor}"
+                );
+                let err = enveloped(client, resp, status).await;
+                if vendor == "429"
+                    && matches!(
+                        client,
+                        Client::Chat | Client::Completions | Client::Responses
+                    )
+                {
+                    assert_eq!(err["code"], "upstream_rate_limited");
+                }
             }
         }
     }

@@ -1,5 +1,6 @@
-//! The admin API: accounts, tokens, usage, plugins, config reload. It listens on a loopback
-//! address only (the config refuses anything else) and every call needs
+//! The admin API: accounts, tokens, usage, channels, plugins, config
+//! reload. It listens on a loopback address only (the config refuses
+//! anything else) and every call needs
 //! `Authorization: Bearer <admin key>`. The public API never issues tokens
 //! (spec §5); `gateway admin ...` is a thin client of this API.
 
@@ -34,6 +35,8 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/tokens/{id}/disable", post(disable_token))
         .route("/admin/v1/usage", get(usage))
         .route("/admin/v1/holds", get(holds))
+        .route("/admin/v1/channels", get(channels))
+        .route("/admin/v1/channels/{name}/enable", post(enable_channel))
         .route("/admin/v1/plugins", get(plugins))
         .route("/admin/v1/plugins/reload", post(reload_plugins))
         .route("/admin/v1/reload", post(reload_config))
@@ -355,6 +358,26 @@ fn plugins_json(state: &SharedState) -> Value {
         })
         .collect();
     json!({ "object": "list", "data": data, "refused": refused })
+}
+
+/// Every channel with its health (`relay::health`).
+async fn channels(State(state): State<SharedState>, _: Admin) -> Json<Value> {
+    let all = state.catalog().all_channels();
+    Json(json!({"data": state.health.view(&all)}))
+}
+
+/// Puts a disabled or resting channel back in service.
+async fn enable_channel(
+    State(state): State<SharedState>,
+    _: Admin,
+    Path(name): Path<String>,
+) -> Reply {
+    let all = state.catalog().all_channels();
+    if !state.health.enable(&all, &name) {
+        return Err(ApiError::NotFound(format!("no channel named `{name}`")));
+    }
+    let view = state.health.view(&all);
+    Ok(Json(json!(view.iter().find(|c| c.name == name))))
 }
 
 async fn plugins(State(state): State<SharedState>, _: Admin) -> Json<Value> {

@@ -86,6 +86,7 @@ pub async fn call(
         max_output_tokens: head.max_output_tokens,
         prompt_tokens_estimate: head.prompt_tokens_estimate,
         meters: head.meters,
+        wants_usage: head.wants_usage,
         body,
         lease,
         form,

@@ -5,6 +5,7 @@ pub mod ledger;
 pub mod meters;
 pub mod money;
 pub mod text;
+pub mod tokens;
 pub mod usage;
 
 use crate::error::ApiError;

@@ -58,14 +58,6 @@ pub fn estimate_prompt_tokens(message_bytes: usize, messages: usize) -> u64 {
     (message_bytes as u64).div_ceil(3) + 4 * messages as u64
 }
 
-/// Output tokens for `text_bytes` bytes of generated text (UTF-8), when the
-/// gateway must count them itself: about four bytes per token, the usual
-/// rate of the BPE tokenizers on English text. A stand-in until a real
-/// tokenizer counts them (and the rule the README states).
-pub fn estimate_output_tokens(text_bytes: usize) -> u64 {
-    (text_bytes as u64).div_ceil(4)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +65,7 @@ mod tests {
     fn model() -> ModelConfig {
         ModelConfig {
             created: None,
+            tokenizer: crate::billing::tokens::Encoding::O200kBase,
             name: "m".into(),
             owned_by: "x".into(),
             input_price: 1_000_000,

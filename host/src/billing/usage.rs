@@ -55,6 +55,12 @@ impl Usage {
         self
     }
 
+    /// Whether this reports nothing: no tokens and no meters (a vendor
+    /// whose usage object is all zeros has not counted).
+    pub fn is_empty(&self) -> bool {
+        self.input_tokens == 0 && self.output_tokens == 0 && self.meters.is_empty()
+    }
+
     /// Prompt tokens neither read from nor written to the cache.
     pub fn uncached_input_tokens(&self) -> u64 {
         self.input_tokens

@@ -92,7 +92,7 @@ impl From<AdapterError> for ApiError {
                     e.code
                 },
                 message: e.message,
-                retry_after_secs: e.retry_after_secs,
+                retry_after: e.retry_after_secs.map(crate::error::UpstreamRetry::secs),
             },
         }
     }
@@ -107,7 +107,7 @@ impl From<GuestFailure> for ApiError {
                 status: 503,
                 code: "adapter_capacity".into(),
                 message: format!("all {n} adapter instances are busy; retry shortly"),
-                retry_after_secs: None,
+                retry_after: None,
             },
             GuestFailure::Deadline { budget_ms, .. } => {
                 ApiError::Adapter(format!("it exceeded its CPU deadline of {budget_ms} ms"))

@@ -12,11 +12,14 @@
 use crate::auth::Caller;
 use crate::billing::hold::Hold;
 use crate::billing::text as pricing;
+use crate::billing::tokens::{self, Encoding};
 use crate::billing::usage::{Meter, Usage};
 use crate::config::ModelConfig;
 use crate::error::ApiError;
+use crate::plugins::bindings::types::Protocol;
 use crate::state::SharedState;
 use crate::store::records::{ReservationKind, UsageRecord};
+use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -28,9 +31,13 @@ pub struct Charge {
     channel: Option<String>,
     hold: Option<Hold>,
     permit: Option<OwnedSemaphorePermit>,
-    /// The prompt's estimated tokens, billed when a stream ends before the
-    /// vendor said how long the prompt was.
+    /// The prompt's estimated tokens (for the hold), billed when the
+    /// vendor did not say how long the prompt was and the request is not
+    /// one whose prompt the gateway can count.
     prompt_tokens_estimate: u64,
+    /// The request, when it is one of a chat protocol: its prompt is then
+    /// counted with the model's tokenizer when the vendor is silent.
+    prompt: Option<(Protocol, Bytes)>,
 }
 
 impl Charge {
@@ -91,7 +98,32 @@ impl Charge {
             hold: Some(hold),
             permit,
             prompt_tokens_estimate,
+            prompt: None,
         })
+    }
+
+    /// Lets the gateway count the prompt of this chat-protocol request
+    /// itself when the vendor does not report it.
+    pub fn count_prompt_of(&mut self, protocol: Protocol, body: Bytes) {
+        self.prompt = Some((protocol, body));
+    }
+
+    /// The prompt's tokens by the gateway's own count (`billing::tokens`),
+    /// or the hold's estimate for a request it cannot count.
+    fn counted_prompt_tokens(&self) -> u64 {
+        match &self.prompt {
+            Some((protocol, body)) => tokens::prompt_tokens(self.model.tokenizer, *protocol, body),
+            None => self.prompt_tokens_estimate,
+        }
+    }
+
+    /// Counts `text` with the model's tokenizer.
+    pub fn count_tokens(&self, text: &str) -> u64 {
+        self.model.tokenizer.count(text)
+    }
+
+    pub fn encoding(&self) -> Encoding {
+        self.model.tokenizer
     }
 
     /// The channel now being tried (recorded on the usage row).
@@ -137,19 +169,27 @@ impl Charge {
         self.close(cost, usage, status, note).await;
     }
 
-    /// Bills a stream whose client left before its end for what was relayed
-    /// (see `relay::relayed`): the vendor's usage as far as it reported it,
-    /// with at least the relayed output, and the prompt estimate when the
-    /// vendor never gave the prompt's length.
-    pub async fn settle_relayed(
+    /// Bills what the gateway counted where the vendor was silent: a stream
+    /// cut short, or an answer without usage (see `relay::relayed`). The
+    /// vendor's usage as far as it reported it, with at least the
+    /// `output_tokens` the gateway counted in what the client got, and the
+    /// gateway's count of the prompt when the vendor never gave its length.
+    /// Returns the usage billed.
+    pub async fn settle_counted(
         self,
         vendor: Option<Usage>,
-        relayed_output_tokens: u64,
+        output_tokens: u64,
         status: u16,
         note: String,
-    ) {
-        let usage = relayed_usage(vendor, self.prompt_tokens_estimate, relayed_output_tokens);
+    ) -> Usage {
+        let vendor = vendor.filter(|u| !u.is_empty());
+        let prompt = match &vendor {
+            Some(u) if u.input_tokens > 0 => 0,
+            _ => self.counted_prompt_tokens(),
+        };
+        let usage = counted_usage(vendor, prompt, output_tokens);
         self.settle(Some(&usage), status, Some(note)).await;
+        usage
     }
 
     /// Charges nothing; records why.
@@ -169,12 +209,12 @@ impl Charge {
     }
 }
 
-/// The usage of a stream cut short on the client's side; the parts the
+/// The vendor's usage completed by the gateway's counts; the parts the
 /// gateway supplied mark it gateway-counted.
-fn relayed_usage(vendor: Option<Usage>, prompt_estimate: u64, relayed_output: u64) -> Usage {
+fn counted_usage(vendor: Option<Usage>, prompt: u64, relayed_output: u64) -> Usage {
     let mut u = vendor.unwrap_or_default();
     if u.input_tokens == 0 {
-        u.input_tokens = prompt_estimate;
+        u.input_tokens = prompt;
         u.counted_by_gateway = true;
     }
     if relayed_output > u.output_tokens {
@@ -210,7 +250,7 @@ mod tests {
     #[test]
     fn a_cut_stream_bills_the_vendors_numbers_and_at_least_what_was_relayed() {
         // The vendor said nothing: the prompt estimate and the relayed text.
-        let u = relayed_usage(None, 40, 12);
+        let u = counted_usage(None, 40, 12);
         assert_eq!(
             (u.input_tokens, u.output_tokens, u.counted_by_gateway),
             (40, 12, true)
@@ -222,7 +262,7 @@ mod tests {
             output_tokens: 1,
             ..Usage::default()
         };
-        let u = relayed_usage(Some(start), 40, 12);
+        let u = counted_usage(Some(start), 40, 12);
         assert_eq!(
             (u.input_tokens, u.cache_read_tokens, u.output_tokens),
             (25, 5, 12)
@@ -235,7 +275,7 @@ mod tests {
             reasoning_tokens: 100,
             ..Usage::default()
         };
-        let u = relayed_usage(Some(whole.clone()), 40, 12);
+        let u = counted_usage(Some(whole.clone()), 40, 12);
         assert_eq!(u, whole);
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod charge;
 pub mod form;
+pub mod health;
 pub mod relayed;
 pub mod stream;
 pub mod text;

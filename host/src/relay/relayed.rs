@@ -1,106 +1,246 @@
-//! What a stream has relayed to its client, counted so that a stream cut
-//! short on the client's side is billed for the text that went out.
+//! What an answer gave its client, in text, so that the gateway can count
+//! its tokens when the vendor does not (`billing::tokens`).
 //!
-//! A client that disconnects or stops reading (the edge drops it after
-//! `write_timeout`) ends its stream: the relay stops reading the vendor —
-//! closing the connection is how a vendor learns to stop generating — and
-//! releases the guest instance, so the vendor's final usage never arrives.
-//! The bill is then what was relayed: the generated text found in the
-//! client-protocol events handed to the connection, counted here per
-//! protocol (content, reasoning, refusals, tool names and arguments), and
-//! turned into tokens by `billing::text::estimate_output_tokens`.
+//! - A stream cut short — the client disconnects or stops reading (the edge
+//!   drops it after `write_timeout`), or the vendor's stream breaks — never
+//!   gets to the vendor's usage report: the relay stops reading the vendor
+//!   (closing the connection is how a vendor learns to stop generating) and
+//!   the bill is what was relayed.
+//! - A vendor that never reports usage (several self-hosted OpenAI-compatible
+//!   servers, whatever `stream_options.include_usage` says) is billed the
+//!   same way, for the whole answer.
 //!
-//! Only the events' delta fields are read, never the summaries some
-//! protocols repeat at the end (`response.output_text.done`, a completed
-//! response), so nothing is counted twice.
+//! [`Relayed`] keeps the generated text found in the client-protocol events
+//! handed to the connection (content, reasoning, refusals, tool names and
+//! arguments); [`answer_text`] finds the same in a plain answer. Only the
+//! events' delta fields are read, never the summaries some protocols repeat
+//! at the end (`response.output_text.done`, a completed response), so
+//! nothing is counted twice.
 
+use crate::billing::tokens::Encoding;
+use crate::billing::usage::Usage;
 use crate::plugins::bindings::types::{Protocol, SseEvent};
-use serde_json::Value;
+use serde_json::{json, Value};
 
-/// Bytes of generated text relayed so far, for one client protocol.
+/// Text held before it is counted: beyond this, the part up to the last
+/// line or word break is counted and let go, so a long stream's text is
+/// never all in memory (BPE never merges across such a break).
+const HELD_TEXT: usize = 256 * 1024;
+
+/// The generated text relayed so far, for one client protocol.
 pub struct Relayed {
     protocol: Protocol,
-    text_bytes: usize,
+    encoding: Encoding,
+    /// Text not counted yet.
+    text: String,
+    /// Tokens of the text already counted and let go.
+    counted: u64,
+    /// The members an OpenAI chunk repeats (`id`, `object`, `created`,
+    /// `model`, `system_fingerprint`), from the latest chunk: what a usage
+    /// chunk the gateway adds must carry.
+    chunk_members: Option<serde_json::Map<String, Value>>,
 }
 
 impl Relayed {
-    pub fn new(protocol: Protocol) -> Relayed {
+    pub fn new(protocol: Protocol, encoding: Encoding) -> Relayed {
         Relayed {
             protocol,
-            text_bytes: 0,
+            encoding,
+            text: String::new(),
+            counted: 0,
+            chunk_members: None,
         }
     }
 
-    /// Counts the generated text in events handed to the client.
+    /// Keeps the generated text in events handed to the client.
     pub fn observe(&mut self, events: &[SseEvent]) {
         for ev in events {
             // `[DONE]` and other non-JSON payloads carry no text.
             if let Ok(data) = serde_json::from_str::<Value>(&ev.data) {
-                self.text_bytes += text_bytes(self.protocol, &data);
+                event_text(self.protocol, &data, &mut self.text);
+                self.remember_chunk(&data);
             }
+        }
+        if self.text.len() > HELD_TEXT {
+            self.count_held();
         }
     }
 
+    /// Whether any generated text went out.
+    pub fn any(&self) -> bool {
+        self.counted > 0 || !self.text.is_empty()
+    }
+
+    /// The relayed text's tokens.
     pub fn output_tokens(&self) -> u64 {
-        crate::billing::text::estimate_output_tokens(self.text_bytes)
+        self.counted + self.encoding.count(&self.text)
+    }
+
+    fn count_held(&mut self) {
+        let cut = self
+            .text
+            .rfind(['\n', ' '])
+            .filter(|&i| i > 0)
+            .unwrap_or(self.text.len());
+        self.counted += self.encoding.count(&self.text[..cut]);
+        self.text.drain(..cut);
+    }
+
+    fn remember_chunk(&mut self, data: &Value) {
+        if !matches!(
+            self.protocol,
+            Protocol::OpenaiChat | Protocol::OpenaiCompletions
+        ) {
+            return;
+        }
+        let Some(chunk) = data.as_object() else {
+            return;
+        };
+        let members = ["id", "object", "created", "model", "system_fingerprint"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_string(), chunk.get(k)?.clone())))
+            .collect();
+        self.chunk_members = Some(members);
+    }
+
+    /// For an OpenAI chat or completions client that asked for
+    /// `stream_options.include_usage` when the vendor sent no usage: the
+    /// usage-only chunk the protocol ends with (no choices), carrying the
+    /// gateway's count and the stream's own id, model and times.
+    pub fn usage_chunk(&self, usage: &Usage) -> Option<SseEvent> {
+        let mut chunk = self.chunk_members.clone()?;
+        chunk.insert("choices".into(), json!([]));
+        chunk.insert("usage".into(), openai_usage(usage));
+        Some(SseEvent {
+            event: None,
+            data: Value::Object(chunk).to_string(),
+        })
     }
 }
 
-fn len(v: &Value) -> usize {
-    v.as_str().map_or(0, str::len)
+/// `usage` as OpenAI's chat and completions protocols show it.
+pub fn openai_usage(usage: &Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    })
 }
 
-/// The generated text in one event of `protocol`, in bytes.
-fn text_bytes(protocol: Protocol, data: &Value) -> usize {
-    let each = |v: &Value, f: &dyn Fn(&Value) -> usize| -> usize {
-        v.as_array().map_or(0, |items| items.iter().map(f).sum())
-    };
+fn push(out: &mut String, v: &Value) {
+    if let Some(s) = v.as_str() {
+        out.push_str(s);
+    }
+}
+
+fn each(v: &Value, mut f: impl FnMut(&Value)) {
+    if let Some(items) = v.as_array() {
+        items.iter().for_each(&mut f);
+    }
+}
+
+/// A JSON value written by the vendor as arguments (Gemini's `args`,
+/// Anthropic's `input`), as text.
+fn push_json(out: &mut String, v: &Value) {
+    if !v.is_null() {
+        out.push_str(&v.to_string());
+    }
+}
+
+/// The generated text in one stream event of `protocol`, appended to `out`.
+fn event_text(protocol: Protocol, data: &Value, out: &mut String) {
     match protocol {
-        Protocol::OpenaiChat => each(&data["choices"], &|choice| {
+        Protocol::OpenaiChat => each(&data["choices"], |choice| {
             let d = &choice["delta"];
-            len(&d["content"])
-                + len(&d["reasoning_content"])
-                + len(&d["refusal"])
-                + each(&d["tool_calls"], &|call| {
-                    len(&call["function"]["name"]) + len(&call["function"]["arguments"])
-                })
+            push(out, &d["content"]);
+            push(out, &d["reasoning_content"]);
+            push(out, &d["refusal"]);
+            each(&d["tool_calls"], |call| {
+                push(out, &call["function"]["name"]);
+                push(out, &call["function"]["arguments"]);
+            });
         }),
-        Protocol::OpenaiCompletions => each(&data["choices"], &|choice| len(&choice["text"])),
+        Protocol::OpenaiCompletions => each(&data["choices"], |choice| push(out, &choice["text"])),
         Protocol::OpenaiResponses => {
             let kind = data["type"].as_str().unwrap_or("");
             if kind.ends_with(".delta") {
-                len(&data["delta"])
+                push(out, &data["delta"]);
             } else if kind == "response.output_item.added" {
-                len(&data["item"]["name"])
-            } else {
-                0
+                push(out, &data["item"]["name"]);
             }
         }
         Protocol::AnthropicMessages => match data["type"].as_str() {
             Some("content_block_delta") => {
                 let d = &data["delta"];
-                len(&d["text"]) + len(&d["thinking"]) + len(&d["partial_json"])
+                push(out, &d["text"]);
+                push(out, &d["thinking"]);
+                push(out, &d["partial_json"]);
             }
             Some("content_block_start") => {
                 let b = &data["content_block"];
-                len(&b["text"]) + len(&b["thinking"]) + len(&b["name"])
+                push(out, &b["text"]);
+                push(out, &b["thinking"]);
+                push(out, &b["name"]);
             }
-            _ => 0,
+            _ => {}
         },
-        Protocol::Gemini => each(&data["candidates"], &|candidate| {
-            each(&candidate["content"]["parts"], &|part| {
-                let call = &part["functionCall"];
-                let args = if call["args"].is_null() {
-                    0
-                } else {
-                    call["args"].to_string().len()
-                };
-                len(&part["text"]) + len(&call["name"]) + args
-            })
+        Protocol::Gemini => each(&data["candidates"], |candidate| {
+            gemini_parts(&candidate["content"]["parts"], out)
         }),
         // The other families do not stream text.
-        _ => 0,
+        _ => {}
     }
+}
+
+fn gemini_parts(parts: &Value, out: &mut String) {
+    each(parts, |part| {
+        push(out, &part["text"]);
+        push(out, &part["functionCall"]["name"]);
+        push_json(out, &part["functionCall"]["args"]);
+    })
+}
+
+/// The generated text of a plain (non-streamed) answer in `protocol`.
+pub fn answer_text(protocol: Protocol, body: &Value) -> String {
+    let mut out = String::new();
+    let o = &mut out;
+    match protocol {
+        Protocol::OpenaiChat => each(&body["choices"], |choice| {
+            let m = &choice["message"];
+            match &m["content"] {
+                Value::Array(parts) => parts.iter().for_each(|p| push(o, &p["text"])),
+                content => push(o, content),
+            }
+            push(o, &m["reasoning_content"]);
+            push(o, &m["refusal"]);
+            each(&m["tool_calls"], |call| {
+                push(o, &call["function"]["name"]);
+                push(o, &call["function"]["arguments"]);
+            });
+        }),
+        Protocol::OpenaiCompletions => each(&body["choices"], |choice| push(o, &choice["text"])),
+        Protocol::OpenaiResponses => each(&body["output"], |item| {
+            each(&item["content"], |c| push(o, &c["text"]));
+            each(&item["summary"], |c| push(o, &c["text"]));
+            push(o, &item["name"]);
+            push(o, &item["arguments"]);
+        }),
+        Protocol::AnthropicMessages => each(&body["content"], |block| {
+            push(o, &block["text"]);
+            push(o, &block["thinking"]);
+            push(o, &block["name"]);
+            if block["type"] == "tool_use" {
+                push_json(o, &block["input"]);
+            }
+        }),
+        Protocol::Gemini => each(&body["candidates"], |candidate| {
+            gemini_parts(&candidate["content"]["parts"], o)
+        }),
+        _ => {}
+    }
+    out
 }
 
 #[cfg(test)]
@@ -109,7 +249,7 @@ mod tests {
     use serde_json::json;
 
     fn counted(protocol: Protocol, events: &[Value]) -> usize {
-        let mut r = Relayed::new(protocol);
+        let mut r = Relayed::new(protocol, Encoding::O200kBase);
         let events: Vec<SseEvent> = events
             .iter()
             .map(|v| SseEvent {
@@ -118,7 +258,7 @@ mod tests {
             })
             .collect();
         r.observe(&events);
-        r.text_bytes
+        r.text.len()
     }
 
     #[test]
@@ -135,12 +275,12 @@ mod tests {
             ],
         );
         assert_eq!(n, 4 + 6 + 2 + 2 + 4 + 5);
-        let mut done = Relayed::new(Protocol::OpenaiChat);
+        let mut done = Relayed::new(Protocol::OpenaiChat, Encoding::O200kBase);
         done.observe(&[SseEvent {
             event: None,
             data: "[DONE]".into(),
         }]);
-        assert_eq!(done.text_bytes, 0);
+        assert!(!done.any());
     }
 
     #[test]
@@ -200,10 +340,72 @@ mod tests {
     }
 
     #[test]
-    fn four_bytes_make_a_token_rounded_up() {
-        let mut r = Relayed::new(Protocol::OpenaiCompletions);
+    fn the_relayed_text_is_counted_by_the_tokenizer_even_when_let_go() {
+        let enc = Encoding::O200kBase;
+        let mut r = Relayed::new(Protocol::OpenaiCompletions, enc);
         assert_eq!(r.output_tokens(), 0);
-        r.text_bytes = 9;
-        assert_eq!(r.output_tokens(), 3);
+        let piece = "the quick brown fox jumps over the lazy dog. ";
+        let event = SseEvent {
+            event: None,
+            data: json!({"choices": [{"text": piece}]}).to_string(),
+        };
+        let n = 2 * HELD_TEXT / piece.len();
+        for _ in 0..n {
+            r.observe(std::slice::from_ref(&event));
+        }
+        // Some of it was counted and let go, the rest is held.
+        assert!(r.counted > 0 && r.text.len() <= HELD_TEXT + piece.len());
+        assert_eq!(r.output_tokens(), enc.count(&piece.repeat(n)));
+    }
+
+    #[test]
+    fn a_usage_chunk_repeats_the_streams_members_and_has_no_choices() {
+        let mut r = Relayed::new(Protocol::OpenaiChat, Encoding::O200kBase);
+        assert!(r.usage_chunk(&Usage::default()).is_none());
+        r.observe(&[SseEvent {
+            event: None,
+            data: json!({"id": "c1", "object": "chat.completion.chunk", "created": 7, "model": "m",
+                         "choices": [{"index": 0, "delta": {"content": "Hi"}}], "usage": null})
+            .to_string(),
+        }]);
+        let usage = Usage {
+            input_tokens: 10,
+            output_tokens: 1,
+            ..Usage::default()
+        };
+        let Some(ev) = r.usage_chunk(&usage) else {
+            panic!("no usage chunk")
+        };
+        let v: Value = serde_json::from_str(&ev.data).unwrap_or_default();
+        assert_eq!(
+            v,
+            json!({"id": "c1", "object": "chat.completion.chunk", "created": 7, "model": "m",
+                   "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11,
+                   "prompt_tokens_details": {"cached_tokens": 0},
+                   "completion_tokens_details": {"reasoning_tokens": 0}}})
+        );
+    }
+
+    #[test]
+    fn plain_answers_give_their_generated_text() {
+        let chat = json!({"choices": [{"message": {"content": "Hello", "reasoning_content": "hmm",
+            "tool_calls": [{"function": {"name": "find", "arguments": "{}"}}]}}]});
+        assert_eq!(answer_text(Protocol::OpenaiChat, &chat), "Hellohmmfind{}");
+        let anthropic = json!({"content": [{"type": "text", "text": "Hi"},
+            {"type": "tool_use", "name": "find", "input": {"q": 1}}]});
+        assert_eq!(
+            answer_text(Protocol::AnthropicMessages, &anthropic),
+            r#"Hifind{"q":1}"#
+        );
+        let responses = json!({"output": [{"type": "reasoning", "summary": [{"text": "why"}]},
+            {"type": "message", "content": [{"type": "output_text", "text": "Yes"}]}]});
+        assert_eq!(answer_text(Protocol::OpenaiResponses, &responses), "whyYes");
+        let gemini = json!({"candidates": [{"content": {"parts": [{"text": "Ok"}]}}]});
+        assert_eq!(answer_text(Protocol::Gemini, &gemini), "Ok");
+        let completions = json!({"choices": [{"text": "once"}]});
+        assert_eq!(
+            answer_text(Protocol::OpenaiCompletions, &completions),
+            "once"
+        );
     }
 }

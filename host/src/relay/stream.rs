@@ -1,6 +1,14 @@
 //! Relaying a streamed answer: vendor bytes → whole events (host framing) →
 //! the adapter's stream translator → client events, as they arrive.
 //!
+//! Nothing is committed before the vendor's stream has produced something
+//! for the client: [`start`] reads vendor events until the first one
+//! translates to client events (or the stream ends whole), and only then is
+//! the `200` and that first event sent. A failure before that point — the
+//! stream breaks, stalls, ends cut, or the translator fails — is the
+//! attempt's failure, and the call moves on to the next channel; a fallback
+//! never follows a `200` or a `message_start` from a failed attempt.
+//!
 //! A background task owns the vendor stream, the guest store and the call's
 //! [`Charge`]. If the client goes away — it disconnects, or stops reading
 //! and the edge drops it after `write_timeout` — the task stops at once: it
@@ -11,42 +19,136 @@
 //! error event instead of the closing events — a cut answer never looks
 //! complete — and the call is billed by the same rule for what was relayed;
 //! a stream that fails before any of the answer went out is billed only
-//! what the vendor had reported by then (usually nothing).
+//! what the vendor had reported by then (usually nothing). A whole stream
+//! from a vendor that reported no usage is billed the gateway's count
+//! (`billing::tokens`), and an OpenAI client that asked for the usage chunk
+//! gets one with that count.
 
 use super::charge::Charge;
 use super::relayed::Relayed;
 use super::text::sse_headers;
 use crate::error::{ApiError, REQUEST_ID};
+use crate::plugins::bindings::types::PluginError;
 use crate::plugins::bindings::types::SseEvent;
-use crate::plugins::session::{AdapterError, AdapterSession};
+use crate::plugins::session::{AdapterError, AdapterSession, StreamClose};
 use crate::protocol::ClientProtocol;
 use crate::sse;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use wasmtime::component::ResourceAny;
 
-/// A vendor stream with its translator, ready to relay.
+/// The vendor's event stream, as the host frames it.
+type VendorEvents = Pin<Box<dyn Stream<Item = Result<sse::Event, sse::SseError>> + Send>>;
+
+/// A vendor stream whose first client events are known: ready to commit.
 pub(crate) struct Opened {
-    pub session: AdapterSession,
-    pub translator: ResourceAny,
-    pub upstream: reqwest::Response,
+    session: AdapterSession,
+    translator: ResourceAny,
+    events: VendorEvents,
+    /// The first events for the client.
+    first: Vec<SseEvent>,
+    /// The stream ended before any client event: how (its closing events
+    /// and usage; the translator is finished).
+    ended: Option<StreamClose>,
 }
 
-/// Starts the relay task and returns the streaming response.
+/// Why a stream could not start.
+pub(crate) enum StartFailed {
+    /// The vendor's stream broke, stalled or ended cut before its first
+    /// event: another channel may do better.
+    Vendor(ApiError),
+    /// The adapter could not translate what the vendor sent (an answer the
+    /// vendor made, so it is counted against the channel).
+    Untranslatable(AdapterError),
+    /// The vendor's first event was an error (in a `200` stream).
+    Refused(AdapterError),
+}
+
+/// Reads the vendor's stream until it has something for the client; see the
+/// module's doc.
+pub(crate) async fn start(
+    mut session: AdapterSession,
+    translator: ResourceAny,
+    upstream: reqwest::Response,
+    idle_timeout: Duration,
+) -> Result<Opened, StartFailed> {
+    let mut events: VendorEvents =
+        Box::pin(sse::events(upstream.bytes_stream(), sse::DEFAULT_MAX_PENDING).fuse());
+    loop {
+        let ev = match tokio::time::timeout(idle_timeout, events.next()).await {
+            Err(_) => {
+                return Err(StartFailed::Vendor(ApiError::UpstreamTimeout(
+                    idle_timeout.as_secs(),
+                )))
+            }
+            Ok(Some(Err(e))) => {
+                return Err(StartFailed::Vendor(ApiError::UpstreamUnreachable(format!(
+                    "the stream broke before its first event: {e}"
+                ))))
+            }
+            Ok(None) => {
+                // Over before anything for the client: a whole (empty)
+                // answer, or a cut one.
+                return match session.finish(translator).await {
+                    Ok(end) if end.complete => Ok(Opened {
+                        session,
+                        translator,
+                        events,
+                        first: Vec::new(),
+                        ended: Some(end),
+                    }),
+                    Ok(_) => Err(StartFailed::Vendor(ApiError::UpstreamIncomplete)),
+                    Err(e) => Err(untranslatable(e)),
+                };
+            }
+            Ok(Some(Ok(ev))) => SseEvent {
+                event: ev.event,
+                data: ev.data,
+            },
+        };
+        match session.push(translator, &ev).await {
+            Ok(out) if out.is_empty() => continue,
+            Ok(first) => {
+                return Ok(Opened {
+                    session,
+                    translator,
+                    events,
+                    first,
+                    ended: None,
+                })
+            }
+            Err(e) => return Err(untranslatable(e)),
+        }
+    }
+}
+
+fn untranslatable(e: AdapterError) -> StartFailed {
+    match e {
+        AdapterError::Plugin(PluginError::UpstreamFailed(_)) => StartFailed::Refused(e),
+        e => StartFailed::Untranslatable(e),
+    }
+}
+
+/// Commits the stream: starts the relay task and returns the response.
 pub(crate) fn respond(
     opened: Opened,
     charge: Charge,
     protocol: &'static ClientProtocol,
     idle_timeout: Duration,
+    wants_usage: bool,
 ) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let request_id = charge.request_id().to_string();
-    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, protocol, idle_timeout, tx)));
+    tokio::spawn(REQUEST_ID.scope(
+        request_id,
+        pump(opened, charge, protocol, idle_timeout, wants_usage, tx),
+    ));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -97,27 +199,30 @@ async fn pump(
     charge: Charge,
     protocol: &'static ClientProtocol,
     idle_timeout: Duration,
+    wants_usage: bool,
     tx: mpsc::Sender<Bytes>,
 ) {
     let Opened {
         mut session,
         translator,
-        upstream,
+        mut events,
+        first,
+        ended,
     } = opened;
     let mut client = Client {
         tx,
-        relayed: Relayed::new(protocol.protocol),
+        relayed: Relayed::new(protocol.protocol, charge.encoding()),
         gone: false,
     };
-    let mut events = Box::pin(sse::events(
-        upstream.bytes_stream(),
-        sse::DEFAULT_MAX_PENDING,
-    ));
+    client.send(&first).await;
     // After a trap or deadline the instance is unusable; don't call it again.
     let mut guest_broken = false;
     // The loop ends with the failure, if one ended it (else the vendor's
     // stream ended, or the client went: `client.gone`).
     let mut failure: Option<ApiError> = loop {
+        if ended.is_some() || client.gone {
+            break None;
+        }
         let next = tokio::select! {
             // A client that leaves while the vendor is quiet is noticed at
             // once, not at the next event.
@@ -160,8 +265,13 @@ async fn pump(
     // reported usage before breaking is billed for it.
     let mut usage = None;
     let mut closing: Vec<SseEvent> = Vec::new();
-    if !guest_broken {
-        match session.finish(translator).await {
+    let end = match ended {
+        Some(end) => Some(Ok(end)),
+        None if guest_broken => None,
+        None => Some(session.finish(translator).await),
+    };
+    if let Some(end) = end {
+        match end {
             Ok(end) => {
                 usage = end.usage;
                 if failure.is_none() && !client.gone {
@@ -181,7 +291,7 @@ async fn pump(
     if client.gone {
         let output = client.relayed.output_tokens();
         charge
-            .settle_relayed(
+            .settle_counted(
                 usage,
                 output,
                 200,
@@ -205,20 +315,44 @@ async fn pump(
     };
     // Settle before the client sees the end of the stream: a call the client
     // saw complete must never be lost to a crash in between.
-    let relayed = client.relayed.output_tokens();
+    let vendor_counted = usage.as_ref().is_some_and(|u| !u.is_empty());
     match failure {
         // A stream cut after part of the answer went out is billed for that
         // part, as when the client leaves; before any of it, only for what
         // the vendor reported.
-        Some(e) if relayed > 0 => {
+        Some(e) if client.relayed.any() => {
+            let output = client.relayed.output_tokens();
             charge
-                .settle_relayed(usage, relayed, status, e.to_string())
+                .settle_counted(usage, output, status, e.to_string())
+                .await;
+        }
+        Some(e) => {
+            charge
+                .settle(usage.as_ref(), status, Some(e.to_string()))
                 .await
         }
-        failure => {
-            charge
-                .settle(usage.as_ref(), status, failure.map(|e| e.to_string()))
-                .await
+        None if vendor_counted => charge.settle(usage.as_ref(), status, None).await,
+        // A whole answer from a vendor that reports no usage: the gateway
+        // counts it, and a client that asked for the usage chunk gets one.
+        None => {
+            let output = client.relayed.output_tokens();
+            let billed = charge
+                .settle_counted(
+                    None,
+                    output,
+                    status,
+                    "the vendor reported no usage; counted by the gateway".into(),
+                )
+                .await;
+            if wants_usage {
+                if let Some(chunk) = client.relayed.usage_chunk(&billed) {
+                    let at = closing
+                        .iter()
+                        .position(|ev| ev.data == "[DONE]")
+                        .unwrap_or(closing.len());
+                    closing.insert(at, chunk);
+                }
+            }
         }
     }
     client.send(&closing).await;

@@ -7,16 +7,20 @@
 
 use super::charge::Charge;
 use super::form::ClientForm;
-use super::stream;
+use super::health::Outcome;
+use super::relayed;
+use super::stream::{self, StartFailed};
 use super::upstream::{self, ClientPayload, SendError};
 use crate::auth::Caller;
 use crate::billing::usage::{Meter, Usage};
 use crate::config::ChannelConfig;
-use crate::error::ApiError;
-use crate::plugins::bindings::types::{Header, RequestCtx, Setting};
+use crate::error::{ApiError, UpstreamRetry};
+use crate::plugins::bindings::types::PluginError;
+use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting};
 use crate::plugins::registry::{AdapterPlugin, PolicyPlugin, Registry};
 use crate::plugins::session::{
-    guest_headers, run_policies, AdapterSession, AnswerMode, OutboundBody,
+    guest_headers, run_policies, AdapterError, AdapterSession, AnswerMode, MappedError,
+    OutboundBody,
 };
 use crate::protocol::{ClientProtocol, FORWARDED_CLIENT_HEADERS};
 use crate::state::SharedState;
@@ -25,6 +29,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A client's text request, understood enough to route and bill it.
 pub struct TextRequest {
@@ -36,6 +41,8 @@ pub struct TextRequest {
     pub prompt_tokens_estimate: u64,
     /// The non-token meters the call will consume, for the hold.
     pub meters: Vec<Meter>,
+    /// The stream's client asked for OpenAI's usage chunk.
+    pub wants_usage: bool,
     /// The client's body, as received (for a form: its text fields as JSON).
     pub body: Bytes,
     /// The JSON body's bytes in the request-body budget, held until the
@@ -95,7 +102,7 @@ pub async fn serve(
             }
         }
     }
-    let charge = Charge::open(
+    let mut charge = Charge::open(
         &state,
         &caller,
         model.clone(),
@@ -105,15 +112,109 @@ pub async fn serve(
         &req.meters,
     )
     .await?;
+    if req.protocol.is_chat() {
+        charge.count_prompt_of(req.protocol.protocol, req.body.clone());
+    }
     try_channels(&state, &registry, &channels, &policies, &req, charge).await
 }
 
-/// How one channel's attempt ended, when it did not answer.
-enum Failed {
+/// How one channel's attempt ended, when it did not answer. Nothing has
+/// reached the client yet either way.
+///
+/// The rules (README, *Failover*): a connect error, a timeout, a vendor's
+/// 429 or 5xx, a vendor's 401 or 403 (the channel's key is refused), an
+/// adapter that traps, runs out of time or memory or gives output the host
+/// refuses, an adapter that does not support the request, and a `2xx`
+/// answer that cannot be translated all move the call to the next channel;
+/// a request the adapter or the vendor refuses as invalid ends it.
+struct Failed {
+    error: ApiError,
     /// Another channel may succeed.
-    Retry(ApiError),
-    /// The call is over.
-    Stop(ApiError),
+    next: bool,
+    /// What the attempt says of the channel's health (`relay::health`);
+    /// none when it never reached the vendor through the request's own fault.
+    health: Option<Outcome>,
+}
+
+impl Failed {
+    /// A retryable failure of the channel.
+    fn retry(error: ApiError) -> Failed {
+        Failed {
+            error,
+            next: true,
+            health: Some(Outcome::Failed),
+        }
+    }
+
+    /// The request's fault: the call is over, the channel is not to blame.
+    fn stop(error: ApiError) -> Failed {
+        Failed {
+            error,
+            next: false,
+            health: None,
+        }
+    }
+
+    /// An adapter failure before anything was sent to the vendor.
+    fn adapter(e: AdapterError) -> Failed {
+        let retry = match &e {
+            // This adapter or instance is at fault, not the request.
+            AdapterError::Guest(_) => true,
+            // Another channel's adapter may support it.
+            AdapterError::Plugin(PluginError::Unsupported(_)) => true,
+            AdapterError::Plugin(PluginError::UpstreamFormat(_)) => true,
+            AdapterError::Plugin(PluginError::UpstreamFailed(u)) => u.retryable,
+            AdapterError::Plugin(PluginError::InvalidRequest(_)) => false,
+        };
+        if retry {
+            Failed::retry(e.into())
+        } else {
+            Failed::stop(e.into())
+        }
+    }
+
+    /// A vendor `2xx` answer the adapter could not translate: logged with
+    /// the channel and counted in its health; the client is not billed for
+    /// it (it never got it), and the next channel is tried. A vendor error
+    /// carried inside a `2xx` follows its own `retryable`.
+    fn untranslatable(channel: &ChannelConfig, e: AdapterError) -> Failed {
+        if matches!(e, AdapterError::Plugin(PluginError::UpstreamFailed(_))) {
+            return Failed::adapter(e);
+        }
+        tracing::error!(
+            channel = %channel.name,
+            adapter = %channel.adapter,
+            "the vendor's 2xx answer could not be translated: {e}; not billed, trying the next channel"
+        );
+        Failed {
+            error: e.into(),
+            next: true,
+            health: Some(Outcome::Untranslatable),
+        }
+    }
+
+    /// A vendor's error answer: its status and the adapter's reading decide.
+    fn vendor(status: StatusCode, adapter_says_retry: bool, error: ApiError) -> Failed {
+        let code = status.as_u16();
+        let (next, health) = match code {
+            401 | 403 => (true, Outcome::KeyRefused(code)),
+            _ if adapter_says_retry || vendor_status_retryable(status) => (true, Outcome::Failed),
+            // The vendor answered: the request was at fault.
+            _ => (false, Outcome::Answered),
+        };
+        Failed {
+            error,
+            next,
+            health: Some(health),
+        }
+    }
+}
+
+/// Whether a vendor's error status lets the call try the next channel,
+/// whatever the adapter says: timeouts, rate limits and server errors are
+/// the channel's.
+fn vendor_status_retryable(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 429) || status.is_server_error()
 }
 
 /// What one channel's attempt produced.
@@ -146,7 +247,7 @@ async fn try_channels(
     mut charge: Charge,
 ) -> Result<Response, ApiError> {
     let mut last_error = ApiError::NoChannel(req.model.clone());
-    for channel in channels {
+    for channel in &state.health.plan(channels) {
         let Some(plugin) = registry.adapters.get(&channel.adapter) else {
             tracing::error!(
                 "channel `{}` uses adapter `{}`, which is not loaded",
@@ -175,15 +276,40 @@ async fn try_channels(
                 })
                 .collect(),
         };
-        match attempt(state, channel, plugin, policies, req, ctx).await {
+        let started = Instant::now();
+        let result = attempt(state, channel, plugin, policies, req, ctx).await;
+        let health = match &result {
+            Ok(_) => Some(Outcome::Answered),
+            Err(failed) => failed.health,
+        };
+        if let Some(outcome) = health {
+            state
+                .health
+                .record(&channel.name, outcome, started.elapsed());
+        }
+        match result {
             Ok(Answer::Plain {
                 status,
                 content_type,
                 body,
                 usage,
             }) => {
-                let usage = usage.or_else(|| req.measured.clone());
-                charge.settle(usage.as_ref(), status.as_u16(), None).await;
+                let usage = usage
+                    .filter(|u| !u.is_empty())
+                    .or_else(|| req.measured.clone());
+                let body = match usage {
+                    Some(usage) => {
+                        charge.settle(Some(&usage), status.as_u16(), None).await;
+                        body
+                    }
+                    None if req.protocol.is_chat() => {
+                        settle_silent(charge, req.protocol.protocol, status, body).await
+                    }
+                    None => {
+                        charge.settle(None, status.as_u16(), None).await;
+                        body
+                    }
+                };
                 let mut out = Response::new(Body::from(body));
                 *out.status_mut() = status;
                 out.headers_mut().insert(header::CONTENT_TYPE, content_type);
@@ -213,14 +339,16 @@ async fn try_channels(
                     charge,
                     req.protocol,
                     state.config.limits.stream_idle_timeout,
+                    req.wants_usage,
                 );
                 plugin.mark(&mut out);
                 return Ok(out);
             }
-            Err(Failed::Retry(e)) => last_error = e,
-            Err(Failed::Stop(e)) => {
-                last_error = e;
-                break;
+            Err(Failed { error, next, .. }) => {
+                last_error = error;
+                if !next {
+                    break;
+                }
             }
         }
     }
@@ -228,6 +356,38 @@ async fn try_channels(
         .release(last_error.status().as_u16(), last_error.to_string())
         .await;
     Err(last_error)
+}
+
+/// Settles a plain chat answer whose vendor reported no usage: the gateway
+/// counts the prompt and the answer's text (`billing::tokens`). An OpenAI
+/// chat or completions answer without a `usage` object gets the counted one,
+/// as the protocol always carries it. Returns the body to send.
+async fn settle_silent(
+    charge: Charge,
+    protocol: Protocol,
+    status: StatusCode,
+    body: Vec<u8>,
+) -> Vec<u8> {
+    let mut answer: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    let output = answer.as_ref().map_or(0, |a| {
+        charge.count_tokens(&relayed::answer_text(protocol, a))
+    });
+    let billed = charge
+        .settle_counted(
+            None,
+            output,
+            status.as_u16(),
+            "the vendor reported no usage; counted by the gateway".into(),
+        )
+        .await;
+    let shows_usage = matches!(protocol, Protocol::OpenaiChat | Protocol::OpenaiCompletions);
+    match answer.as_mut().and_then(|a| a.as_object_mut()) {
+        Some(a) if shows_usage && a.get("usage").is_none_or(|u| !u.is_object()) => {
+            a.insert("usage".into(), relayed::openai_usage(&billed));
+            serde_json::to_vec(a).unwrap_or(body)
+        }
+        _ => body,
+    }
 }
 
 /// One channel: translate, apply the policies, send, and read or open the
@@ -242,14 +402,14 @@ async fn attempt(
 ) -> Result<Answer, Failed> {
     let limits = &state.config.limits;
     let sandbox = &state.plugins.sandbox;
-    let stop = |e: ApiError| Failed::Stop(e);
+    let stop = Failed::stop;
     let mut session = AdapterSession::start(sandbox, plugin, &ctx.request_id)
         .await
-        .map_err(|e| stop(e.into()))?;
+        .map_err(|e| Failed::retry(e.into()))?;
     let mut outbound = session
         .translate_request(&ctx, &req.body)
         .await
-        .map_err(|e| stop(e.into()))?;
+        .map_err(Failed::adapter)?;
     // Policies edit chat requests in the vendor's chat dialect.
     if !policies.is_empty() && req.protocol.is_chat() {
         if let OutboundBody::Bytes(bytes) = &outbound.body {
@@ -270,7 +430,7 @@ async fn attempt(
     let relay = match std::mem::replace(&mut outbound.answer, AnswerMode::Translate) {
         AnswerMode::Relay(usage) if !req.stream => Some(usage),
         AnswerMode::Relay(_) => {
-            return Err(stop(ApiError::Adapter(
+            return Err(Failed::retry(ApiError::Adapter(
                 "it asked to relay a streamed answer".into(),
             )))
         }
@@ -280,8 +440,9 @@ async fn attempt(
         Some(form) => ClientPayload::Form(form),
         None => ClientPayload::Bytes(&req.body),
     };
-    let builder =
-        upstream::build(&state.http, channel, plugin.auth, outbound, payload).map_err(stop)?;
+    // A request the adapter built wrongly is the adapter's fault.
+    let builder = upstream::build(&state.http, channel, plugin.auth, outbound, payload)
+        .map_err(Failed::retry)?;
     let head_timeout = if req.stream {
         limits.stream_idle_timeout
     } else {
@@ -291,7 +452,7 @@ async fn attempt(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(channel = %channel.name, "upstream send failed: {e}");
-            return Err(Failed::Retry(match e {
+            return Err(Failed::retry(match e {
                 SendError::Timeout(d) => ApiError::UpstreamTimeout(d.as_secs()),
                 SendError::Transport(t) => ApiError::UpstreamUnreachable(t),
             }));
@@ -300,6 +461,8 @@ async fn attempt(
     let status = resp.status();
     let vendor_headers = guest_headers(resp.headers());
     if !status.is_success() {
+        let resp_headers = resp.headers().clone();
+        let resp_headers = &resp_headers;
         // Bounded like a success's body: a vendor that stalls after its
         // status line must not hold the call's money and slot for ever.
         let body = tokio::time::timeout(
@@ -310,22 +473,36 @@ async fn attempt(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
-        let mapped = session
+        let mapped = match session
             .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
             .await
-            .map_err(|e| stop(e.into()))?;
+        {
+            Ok(mapped) => mapped,
+            // The adapter could not read the vendor's error: the vendor's
+            // status decides.
+            Err(g) => {
+                tracing::warn!(channel = %channel.name, "the adapter failed on the vendor's error: {g}");
+                MappedError {
+                    status: if status.is_client_error() || status.is_server_error() {
+                        status
+                    } else {
+                        StatusCode::BAD_GATEWAY
+                    },
+                    code: "upstream_error".into(),
+                    message: format!("the upstream answered {status}"),
+                    retryable: false,
+                    retry_after_secs: None,
+                }
+            }
+        };
         tracing::warn!(channel = %channel.name, status = status.as_u16(), code = %mapped.code, "upstream refused");
         let e = ApiError::Upstream {
             status: mapped.status.as_u16(),
             code: mapped.code,
             message: mapped.message,
-            retry_after_secs: mapped.retry_after_secs,
+            retry_after: UpstreamRetry::from_vendor(resp_headers, mapped.retry_after_secs),
         };
-        return Err(if mapped.retryable {
-            Failed::Retry(e)
-        } else {
-            Failed::Stop(e)
-        });
+        return Err(Failed::vendor(status, mapped.retryable, e));
     }
     if let Some(usage) = relay {
         return Ok(Answer::Relay {
@@ -339,12 +516,17 @@ async fn attempt(
         let translator = session
             .open_stream(&ctx, &adapter_state)
             .await
-            .map_err(|e| stop(e.into()))?;
-        return Ok(Answer::Stream(Box::new(stream::Opened {
-            session,
-            translator,
-            upstream: resp,
-        })));
+            .map_err(|e| Failed::retry(e.into()))?;
+        return match stream::start(session, translator, resp, limits.stream_idle_timeout).await {
+            Ok(opened) => Ok(Answer::Stream(Box::new(opened))),
+            Err(StartFailed::Vendor(e)) => {
+                tracing::warn!(channel = %channel.name, "the vendor's stream failed before its first event: {e}");
+                Err(Failed::retry(e))
+            }
+            Err(StartFailed::Untranslatable(e) | StartFailed::Refused(e)) => {
+                Err(Failed::untranslatable(channel, e))
+            }
+        };
     }
     let read = tokio::time::timeout(
         limits.upstream_timeout,
@@ -353,12 +535,12 @@ async fn attempt(
     let answer_body = match read.await {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
-            return Err(Failed::Retry(ApiError::UpstreamUnreachable(format!(
+            return Err(Failed::retry(ApiError::UpstreamUnreachable(format!(
                 "reading the answer failed: {e}"
             ))))
         }
         Err(_) => {
-            return Err(Failed::Retry(ApiError::UpstreamTimeout(
+            return Err(Failed::retry(ApiError::UpstreamTimeout(
                 limits.upstream_timeout.as_secs(),
             )))
         }
@@ -372,7 +554,7 @@ async fn attempt(
             &answer_body,
         )
         .await
-        .map_err(|e| stop(e.into()))?;
+        .map_err(|e| Failed::untranslatable(channel, e))?;
     Ok(Answer::Plain {
         status: answer.status,
         content_type: answer.content_type,

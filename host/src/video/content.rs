@@ -112,7 +112,7 @@ pub async fn download(
                 status: 502,
                 code: "upstream_error".into(),
                 message: format!("fetching the video from the upstream failed with status {other}"),
-                retry_after_secs: None,
+                retry_after: None,
             })
         }
     }

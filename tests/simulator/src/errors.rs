@@ -2,7 +2,8 @@
 //! exercised against the shapes real vendors send: OpenAI
 //! `{"error":{message,type,param,code}}`, Anthropic
 //! `{"type":"error","error":{type,message}}`, Gemini
-//! `{"error":{code,message,status}}`. Every 429 carries `retry-after: 7`.
+//! `{"error":{code,message,status}}`. Every 429 carries `retry-after: 7`;
+//! every 503 `retry-after-ms: 2500` (OpenAI's millisecond form).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -34,6 +35,8 @@ impl Dialect {
 
 /// What every 429 says, in seconds.
 pub const RETRY_AFTER_SECS: u64 = 7;
+/// What every 503 says, in milliseconds.
+pub const RETRY_AFTER_MS_503: u64 = 2500;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApiError {
@@ -251,6 +254,12 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from(RETRY_AFTER_SECS),
             );
         }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(
+                "retry-after-ms",
+                axum::http::HeaderValue::from(RETRY_AFTER_MS_503),
+            );
+        }
         resp
     }
 }
@@ -343,6 +352,7 @@ mod tests {
                 .in_dialect(dialect)
                 .into_response();
             assert!(resp.headers().get("retry-after").is_none());
+            assert_eq!(resp.headers()["retry-after-ms"], "2500");
         }
     }
 

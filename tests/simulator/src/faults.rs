@@ -57,6 +57,8 @@ pub struct Directives {
     pub finish: Option<String>,
     /// `[[sim:words=N]]`: the reply's length in words.
     pub words: Option<usize>,
+    /// `[[sim:silent]]`: an OpenAI-style answer without any usage.
+    pub silent: bool,
 }
 
 /// How SSE events are laid out on the wire.
@@ -190,6 +192,7 @@ fn apply_item(item: &str, d: &mut Directives) {
         },
         ("parallel", None) => d.parallel = true,
         ("refuse", None) => d.refuse = true,
+        ("silent", None) => d.silent = true,
         ("finish", Some(v)) if !v.is_empty() => d.finish = Some(v.to_owned()),
         ("crlf", None) => d.framing.crlf = true,
         ("fragment", None) => d.framing.fragment = true,

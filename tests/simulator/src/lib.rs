@@ -58,7 +58,8 @@
 //! `{"error":{message,type,param,code}}`, Anthropic
 //! `{"type":"error","error":{type,message}}`, Gemini
 //! `{"error":{code,message,status}}` (see `src/errors.rs` for the status
-//! words); every 429 carries `retry-after: 7`.
+//! words); every 429 carries `retry-after: 7`, every 503
+//! `retry-after-ms: 2500`.
 //!
 //! Control routes (no auth, not recorded):
 //! - `GET /_sim/requests`: JSON array of `{method, path, headers: {name:
@@ -106,6 +107,10 @@
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
 //! - `[[sim:words=N]]`: a reply of N words (at most 1,000,000) instead of
 //!   16 to 31, for long streams.
+//! - `[[sim:silent]]`: an OpenAI-style server that never reports usage: no
+//!   `usage` in the answer, and no usage chunk (nor `usage` members) in the
+//!   stream, whatever `stream_options.include_usage` says. The other
+//!   dialects ignore it.
 //!
 //! The other endpoints (embeddings, images, audio, rerank, moderation)
 //! read the fault directives `status`, `hang`, `latency_ms`, `malformed`

@@ -13,7 +13,8 @@ pub enum Behaviour {
     Garbage,
     /// `garbage-response`: `translate-response` returns an impossible answer.
     GarbageResponse,
-    /// `loop-stream`: the stream translator's `push` never returns.
+    /// `loop-stream`: the stream translator's `push` never returns from
+    /// the second event on.
     LoopStream,
     /// Anything else: a well-behaved OpenAI passthrough.
     Normal,

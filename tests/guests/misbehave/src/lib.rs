@@ -84,22 +84,27 @@ impl Guest for Misbehave {
     }
 }
 
-/// The driver's stream translator; under `loop-stream` its `push` never returns.
+/// The driver's stream translator; under `loop-stream` its `push` never
+/// returns from the second event on (the first is translated, so the
+/// stream has begun for the client).
 pub struct Translator {
     inner: StreamDriver<Plain>,
     spin_on_push: bool,
+    pushed: std::cell::Cell<u32>,
 }
 
 impl GuestStreamTranslator for Translator {
     fn new(ctx: RequestCtx, state: String) -> Self {
         Self {
             spin_on_push: Behaviour::of(&ctx) == Behaviour::LoopStream,
+            pushed: std::cell::Cell::new(0),
             inner: StreamDriver::new(ctx, state),
         }
     }
 
     fn push(&self, ev: SseEvent) -> Result<Vec<SseEvent>, PluginError> {
-        if self.spin_on_push {
+        self.pushed.set(self.pushed.get() + 1);
+        if self.spin_on_push && self.pushed.get() > 1 {
             sabotage::spin_forever();
         }
         self.inner.push(ev)

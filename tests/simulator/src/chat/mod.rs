@@ -214,6 +214,12 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         // The usage never reaches the client.
         usage = None;
     }
+    let rendered = if req.directives.silent && wire == Wire::OpenAi {
+        usage = None;
+        without_usage(rendered)
+    } else {
+        rendered
+    };
     let rendered = match rendered {
         Rendered::Stream {
             mut events,
@@ -259,6 +265,38 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         resp.extensions_mut().insert(ReportedUsage(usage));
     }
     resp
+}
+
+/// An OpenAI answer as a server that never counts sends it: no `usage`
+/// member anywhere, and no usage-only chunk.
+fn without_usage(rendered: Rendered) -> Rendered {
+    let strip = |mut v: Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("usage");
+        }
+        v
+    };
+    match rendered {
+        Rendered::Plain(body) => Rendered::Plain(strip(body)),
+        Rendered::Stream { events, finish_at } => Rendered::Stream {
+            events: events
+                .into_iter()
+                .filter_map(|ev| {
+                    let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                        return Some(ev);
+                    };
+                    if v["choices"].as_array().is_some_and(Vec::is_empty) {
+                        return None;
+                    }
+                    Some(Out {
+                        event: ev.event,
+                        data: strip(v).to_string(),
+                    })
+                })
+                .collect(),
+            finish_at,
+        },
+    }
 }
 
 /// A 200 whose body breaks mid-JSON, in the protocol's own framing: OpenAI
