@@ -54,6 +54,10 @@ pub enum AdminCommand {
         #[arg(long)]
         reload: bool,
     },
+    /// Reload channels, models, prices and policy lists from the gateway's
+    /// config file (as `SIGHUP` does); an invalid file is refused and the
+    /// running configuration keeps serving.
+    Reload,
 }
 
 #[derive(Subcommand)]
@@ -196,6 +200,7 @@ fn call_for(cmd: AdminCommand) -> Call {
         AdminCommand::Plugins { reload: true } => {
             Call::Post("/admin/v1/plugins/reload".into(), json!({}))
         }
+        AdminCommand::Reload => Call::Post("/admin/v1/reload".into(), json!({})),
     }
 }
 

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -451,18 +452,84 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub health: HealthConfig,
     pub manual_clock: bool,
+    /// The reloadable part (see [`crate::reload`]): the catalog is built
+    /// from these; what serves is the catalog, not these fields.
     pub channels: Vec<ChannelConfig>,
     pub models: Vec<ModelConfig>,
     pub video_models: Vec<VideoModelConfig>,
+    /// The file this config was read from, for reloads; `None` for config
+    /// text handed over directly.
+    pub source: Option<ConfigSource>,
 }
 
-#[derive(Debug, Clone)]
+/// Where a config was read from, so a reload reads the same file the same
+/// way (tests inject what resolves `env:` secrets instead of the process
+/// environment).
+#[derive(Clone)]
+pub struct ConfigSource {
+    pub path: PathBuf,
+    env: Arc<EnvLookup>,
+}
+
+/// Resolves the variable of an `env:VAR` secret.
+type EnvLookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl std::fmt::Debug for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigSource")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConfigSource {
+    /// `path`, with `env:` secrets from the process environment.
+    pub fn file(path: &Path) -> ConfigSource {
+        ConfigSource::with_env(path, |name| std::env::var(name).ok())
+    }
+
+    /// `path`, with `env:` secrets resolved by `env`.
+    pub fn with_env(
+        path: &Path,
+        env: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> ConfigSource {
+        ConfigSource {
+            path: path.to_path_buf(),
+            env: Arc::new(env),
+        }
+    }
+
+    /// Reads, parses and checks the file. Relative paths inside it are taken
+    /// relative to the file's own folder.
+    pub fn load(&self) -> Result<Config, ConfigError> {
+        let path = &self.path;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let mut config = Config::from_toml(&text, &base, &*self.env).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                message,
+            },
+            other => other,
+        })?;
+        config.source = Some(self.clone());
+        Ok(config)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct AdminConfig {
     pub listen: SocketAddr,
     pub key: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LimitsConfig {
     pub max_body_bytes: usize,
     pub stream_idle_timeout: Duration,
@@ -496,7 +563,7 @@ pub struct LimitsConfig {
     pub max_buffered_body_bytes: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PluginConfig {
     pub call_timeout: Duration,
     pub max_memory_bytes: usize,
@@ -506,7 +573,7 @@ pub struct PluginConfig {
     pub reload_interval: Duration,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct VideoConfig {
     pub poll_interval: Duration,
     pub poll_max_backoff: Duration,
@@ -522,7 +589,7 @@ pub struct VideoConfig {
     pub poller_tick: Duration,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WebhookConfig {
     pub allow_private_targets: bool,
     pub timeout: Duration,
@@ -534,7 +601,7 @@ pub struct WebhookConfig {
 /// How long records that only matter for a while are kept (idempotency
 /// records: `video.idempotency_window_secs`), and how the sweeper removes
 /// them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RetentionConfig {
     pub quotes_after_expiry_secs: i64,
     pub delivered_events_secs: i64,
@@ -545,7 +612,7 @@ pub struct RetentionConfig {
     pub sweep_batch: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthConfig {
     pub failures_to_rest: u32,
     pub rest_secs: i64,
@@ -621,24 +688,45 @@ impl VideoModelConfig {
 }
 
 impl Config {
-    /// Reads, parses and checks the file. Relative paths inside it are taken
-    /// relative to the file's own folder.
+    /// Reads, parses and checks the file (see [`ConfigSource::load`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let base = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        Self::from_toml(&text, &base, &|name| std::env::var(name).ok()).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse {
-                path: path.display().to_string(),
-                message,
-            },
-            other => other,
-        })
+        ConfigSource::file(path).load()
+    }
+
+    /// The settings outside the reloadable part (channels, models, video
+    /// models) that differ between `self` and `new`: a reload cannot apply
+    /// them; they need a restart.
+    pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut differ = |name: &'static str, changed: bool| {
+            if changed {
+                out.push(name);
+            }
+        };
+        differ("listen", self.listen != new.listen);
+        differ("data_dir", self.data_dir != new.data_dir);
+        differ("adapters_dir", self.adapters_dir != new.adapters_dir);
+        differ("policies_dir", self.policies_dir != new.policies_dir);
+        differ(
+            "trusted_proxies",
+            self.trusted_proxies != new.trusted_proxies,
+        );
+        differ("[admin]", self.admin != new.admin);
+        differ("[limits]", self.limits != new.limits);
+        differ("[plugins]", self.plugins != new.plugins);
+        differ(
+            "[billing]",
+            self.currency != new.currency
+                || self.trial_credit != new.trial_credit
+                || self.default_max_tokens != new.default_max_tokens
+                || self.wal_sync != new.wal_sync,
+        );
+        differ("[video]", self.video != new.video);
+        differ("[webhooks]", self.webhooks != new.webhooks);
+        differ("[retention]", self.retention != new.retention);
+        differ("[health]", self.health != new.health);
+        differ("[testing]", self.manual_clock != new.manual_clock);
+        out
     }
 
     /// Parses config text; `env` resolves `env:VAR` secrets (injected for tests).
@@ -1007,6 +1095,7 @@ fn resolve(
         channels,
         models,
         video_models,
+        source: None,
     })
 }
 

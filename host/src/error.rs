@@ -176,6 +176,10 @@ pub enum ApiError {
     #[error("the requested range is not satisfiable")]
     RangeNotSatisfiable(Option<String>),
 
+    /// A config reload found the file unusable; the running config stays.
+    #[error("the config file was not reloaded, the running configuration keeps serving: {0}")]
+    ConfigRefused(String),
+
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -248,6 +252,7 @@ impl ApiError {
             BodyTooLarge(_) | BodyTooLargeForAdapter(_) => 413,
             UriTooLong => 414,
             RangeNotSatisfiable(_) => 416,
+            ConfigRefused(_) => 422,
             HeadersTooLarge(_) => 431,
             RateLimited { .. }
             | GroupConcurrency { .. }
@@ -305,6 +310,7 @@ impl ApiError {
             ArtifactUpstreamTimeout => "artifact_upstream_timeout",
             CancelUnsupported => "upstream_cancel_unsupported",
             RangeNotSatisfiable(_) => "range_not_satisfiable",
+            ConfigRefused(_) => "config_invalid",
             Internal(_) => "internal_error",
         }
     }
@@ -314,7 +320,9 @@ impl ApiError {
             return "server_error";
         }
         match self.status().as_u16() {
-            400 | 404 | 405 | 408 | 409 | 410 | 413 | 414 | 416 | 431 => "invalid_request_error",
+            400 | 404 | 405 | 408 | 409 | 410 | 413 | 414 | 416 | 422 | 431 => {
+                "invalid_request_error"
+            }
             401 => "authentication_error",
             402 => "insufficient_quota",
             403 => "permission_error",

@@ -11,6 +11,7 @@
 //! - `plugins`: the wasmtime sandbox, component registry, guest calls.
 //! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
 //! - `video`: the asynchronous video API. `webhooks`: its signed, durable callbacks.
+//! - `reload`: the catalog re-read from the config file while serving.
 //! - `clock`: injectable time. `adapter_kit`: `gateway adapter test`.
 
 pub mod adapter_kit;
@@ -29,6 +30,7 @@ pub mod limits;
 pub mod plugins;
 pub mod protocol;
 pub mod relay;
+pub mod reload;
 pub mod retention;
 pub mod server;
 pub mod sse;

@@ -21,7 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the gateway.
+    /// Run the gateway. `SIGHUP` reloads channels, models and prices from
+    /// the config file.
     Serve {
         #[arg(long, short, default_value = "gateway.toml", env = "GATEWAY_CONFIG")]
         config: PathBuf,
@@ -117,6 +118,10 @@ fn main() -> ExitCode {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     let running = gateway::server::start(config, None).await?;
+    #[cfg(unix)]
+    if let Err(e) = gateway::reload::reload_on_hangup(&running.state) {
+        tracing::warn!("cannot listen for SIGHUP (config reload): {e}");
+    }
     let stopped = running.stop_token();
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("shutting down"),

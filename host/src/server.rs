@@ -98,7 +98,8 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         .await
         .map_err(|e| anyhow::anyhow!("cannot record the models' first service: {e}"))?;
     let state: SharedState = Arc::new(AppState {
-        catalog: Catalog::new(&config, &first_seen),
+        catalog: arc_swap::ArcSwap::from_pointee(Catalog::new(&config, &first_seen)),
+        reloading: tokio::sync::Mutex::new(()),
         rate: RateLimiter::new(
             config.limits.rate_limit_requests,
             config.limits.rate_limit_window,

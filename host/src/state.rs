@@ -1,5 +1,9 @@
 //! What every handler shares: config, clock, store, plugins, the upstream
 //! HTTP client, the model catalog and the limiters.
+//!
+//! The catalog is the one part of the config that changes while serving
+//! (see [`crate::reload`]); a request reads it once, through
+//! [`AppState::catalog`], and keeps that snapshot to its end.
 
 use crate::billing::ledger::Ledger;
 use crate::clock::{ManualClock, SharedClock};
@@ -7,10 +11,14 @@ use crate::config::{ChannelConfig, Config, ModelConfig, VideoModelConfig};
 use crate::limits::{GroupSlots, RateLimiter};
 use crate::plugins::Plugins;
 use crate::store::Store;
+use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Models and the channels that serve them, resolved once from the config.
+/// Models and the channels that serve them, resolved from one reading of
+/// the config file. Immutable: a reload builds a new one. Keep state that
+/// must outlive a reload (per-channel health, counters) elsewhere, keyed by
+/// name.
 pub struct Catalog {
     pub models: HashMap<String, Arc<ModelConfig>>,
     pub video_models: HashMap<String, Arc<VideoModelConfig>>,
@@ -100,6 +108,9 @@ impl Catalog {
 }
 
 pub struct AppState {
+    /// The config read at start-up. Its `channels`, `models` and
+    /// `video_models` are what the gateway started with; what serves now is
+    /// [`AppState::catalog`].
     pub config: Arc<Config>,
     pub clock: SharedClock,
     /// Set when the config asks for a manual clock (tests); the admin API
@@ -109,7 +120,10 @@ pub struct AppState {
     pub ledger: Arc<Ledger>,
     pub plugins: Arc<Plugins>,
     pub http: reqwest::Client,
-    pub catalog: Catalog,
+    /// Swapped whole by a reload; read it through [`AppState::catalog`].
+    pub(crate) catalog: ArcSwap<Catalog>,
+    /// Held while a reload runs, so two never interleave.
+    pub(crate) reloading: tokio::sync::Mutex<()>,
     pub rate: RateLimiter,
     pub groups: GroupSlots,
     /// Each channel's health: the order calls try them (`relay::health`).
@@ -118,6 +132,15 @@ pub struct AppState {
     pub bodies: crate::api::body::BodyBudget,
     pub video: crate::video::VideoRuntime,
     pub webhooks: crate::webhooks::WebhookRuntime,
+}
+
+impl AppState {
+    /// The catalog now. A request takes it once and uses that snapshot to
+    /// its end, so a reload never changes a call's model, prices or
+    /// channels half-way.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
 }
 
 pub type SharedState = Arc<AppState>;

@@ -1,5 +1,6 @@
-//! The admin API: accounts, tokens, usage, channels, plugins. It listens on a loopback
-//! address only (the config refuses anything else) and every call needs
+//! The admin API: accounts, tokens, usage, channels, plugins, config
+//! reload. It listens on a loopback address only (the config refuses
+//! anything else) and every call needs
 //! `Authorization: Bearer <admin key>`. The public API never issues tokens
 //! (spec §5); `gateway admin ...` is a thin client of this API.
 
@@ -38,6 +39,7 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/channels/{name}/enable", post(enable_channel))
         .route("/admin/v1/plugins", get(plugins))
         .route("/admin/v1/plugins/reload", post(reload_plugins))
+        .route("/admin/v1/reload", post(reload_config))
         .route("/admin/v1/clock/advance", post(advance_clock))
         .route("/admin/v1/video/poll", post(video_poll))
         .route("/admin/v1/webhooks", get(webhook_list))
@@ -224,9 +226,9 @@ async fn create_token(
         }
     }
     if let Some(models) = &req.models {
+        let catalog = state.catalog();
         for m in models {
-            let known =
-                state.catalog.models.contains_key(m) || state.catalog.video_models.contains_key(m);
+            let known = catalog.models.contains_key(m) || catalog.video_models.contains_key(m);
             if !known {
                 return Err(bad(format!("models: `{m}` is not a configured model")));
             }
@@ -360,7 +362,7 @@ fn plugins_json(state: &SharedState) -> Value {
 
 /// Every channel with its health (`relay::health`).
 async fn channels(State(state): State<SharedState>, _: Admin) -> Json<Value> {
-    let all = state.catalog.all_channels();
+    let all = state.catalog().all_channels();
     Json(json!({"data": state.health.view(&all)}))
 }
 
@@ -370,7 +372,7 @@ async fn enable_channel(
     _: Admin,
     Path(name): Path<String>,
 ) -> Reply {
-    let all = state.catalog.all_channels();
+    let all = state.catalog().all_channels();
     if !state.health.enable(&all, &name) {
         return Err(ApiError::NotFound(format!("no channel named `{name}`")));
     }
@@ -387,6 +389,21 @@ async fn reload_plugins(State(state): State<SharedState>, _: Admin) -> Json<Valu
     let mut v = plugins_json(&state);
     v["reloaded"] = json!(reloaded);
     Json(v)
+}
+
+/// Reloads channels, models, prices and policy lists from the config file,
+/// as `SIGHUP` does; an invalid file is refused (422 `config_invalid`, the
+/// reason in the message) and the running configuration keeps serving.
+async fn reload_config(State(state): State<SharedState>, _: Admin) -> Reply {
+    let r = crate::reload::reload(&state).await?;
+    Ok(Json(json!({
+        "reloaded": true,
+        "models": r.models,
+        "video_models": r.video_models,
+        "channels": r.channels,
+        "plugins_reloaded": r.plugins_reloaded,
+        "restart_needed": r.restart_needed,
+    })))
 }
 
 #[derive(Deserialize)]

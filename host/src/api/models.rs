@@ -5,14 +5,13 @@
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::state::{AppState, Listed, SharedState};
+use crate::state::{Catalog, Listed, SharedState};
 use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-/// The models this caller may use and someone serves.
-fn enabled<'a>(state: &'a AppState, caller: &'a Caller) -> impl Iterator<Item = &'a Listed> {
-    let catalog = &state.catalog;
+/// The models this caller may use and someone serves, in `catalog`.
+fn enabled<'a>(catalog: &'a Catalog, caller: &'a Caller) -> impl Iterator<Item = &'a Listed> {
     catalog.listed.iter().filter(move |m| {
         // A model nobody serves is not enabled in any useful sense.
         let served = match catalog.video_models.get(&m.id) {
@@ -28,7 +27,8 @@ fn openai_model(m: &Listed) -> Value {
 }
 
 pub async fn list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
-    let data: Vec<Value> = enabled(&state, &caller).map(openai_model).collect();
+    let catalog = state.catalog();
+    let data: Vec<Value> = enabled(&catalog, &caller).map(openai_model).collect();
     Json(json!({ "object": "list", "data": data }))
 }
 
@@ -38,7 +38,7 @@ pub async fn retrieve(
     caller: Caller,
     Path(model): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    enabled(&state, &caller)
+    enabled(&state.catalog(), &caller)
         .find(|m| m.id == model)
         .map(|m| Json(openai_model(m)))
         .ok_or(ApiError::ModelNotFound(model))
@@ -56,8 +56,9 @@ fn gemini_model(id: &str) -> Value {
 
 /// Text models only: the Gemini protocol has no video generation here.
 pub async fn gemini_list(State(state): State<SharedState>, caller: Caller) -> Json<Value> {
-    let models: Vec<Value> = enabled(&state, &caller)
-        .filter(|m| state.catalog.models.contains_key(&m.id))
+    let catalog = state.catalog();
+    let models: Vec<Value> = enabled(&catalog, &caller)
+        .filter(|m| catalog.models.contains_key(&m.id))
         .map(|m| gemini_model(&m.id))
         .collect();
     Json(json!({ "models": models }))
@@ -69,8 +70,9 @@ pub async fn gemini_get(
     Path(model): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = model.strip_prefix("models/").unwrap_or(&model);
-    enabled(&state, &caller)
-        .find(|m| m.id == id && state.catalog.models.contains_key(&m.id))
-        .map(|m| Json(gemini_model(&m.id)))
-        .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
+    let catalog = state.catalog();
+    let found = enabled(&catalog, &caller)
+        .find(|m| m.id == id && catalog.models.contains_key(&m.id))
+        .map(|m| Json(gemini_model(&m.id)));
+    found.ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
 }

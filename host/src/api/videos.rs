@@ -15,11 +15,12 @@ use serde_json::{json, Map, Value};
 
 /// `GET /v1/capabilities` (spec §2.5, §4.2): each model's real limits.
 pub async fn capabilities(State(state): State<SharedState>, _caller: Caller) -> Json<Value> {
-    let data: Vec<Value> = state
-        .config
-        .video_models
+    let catalog = state.catalog();
+    let data: Vec<Value> = catalog
+        .listed
         .iter()
-        .filter(|m| !state.catalog.channels(m.concrete()).is_empty())
+        .filter_map(|m| catalog.video_models.get(&m.id))
+        .filter(|m| !catalog.channels(m.concrete()).is_empty())
         .map(|m| {
             let mut v = json!({
                 "model": m.name,

@@ -25,6 +25,9 @@ pub use sandbox::GuestFailure;
 pub struct Plugins {
     pub sandbox: Arc<Sandbox>,
     registry: ArcSwap<Registry>,
+    /// Held while the folders are reloaded: the watcher and the admin calls
+    /// never load at once, nor install an older scan over a newer one.
+    reloading: tokio::sync::Mutex<()>,
     cache_dir: PathBuf,
     dirs: Vec<PathBuf>,
 }
@@ -40,10 +43,11 @@ impl Plugins {
     ) -> anyhow::Result<Arc<Plugins>> {
         let sandbox = Arc::new(Sandbox::new(limits, clock)?);
         let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-        let registry = registry::load_all(&sandbox, cache_dir, &refs).await;
+        let registry = registry::load_all(&sandbox, cache_dir, &refs, None).await;
         Ok(Arc::new(Plugins {
             sandbox,
             registry: ArcSwap::from_pointee(registry),
+            reloading: tokio::sync::Mutex::new(()),
             cache_dir: cache_dir.to_path_buf(),
             dirs,
         }))
@@ -56,15 +60,18 @@ impl Plugins {
     }
 
     /// Reloads the folders if any `.wasm` file was added, removed or changed.
-    /// Returns whether a reload happened.
+    /// Returns whether a reload happened. Compilation happens off the
+    /// serving path; the new set replaces the old in one swap, and a file
+    /// that is refused keeps its earlier version (see [`registry`]).
     pub async fn reload_if_changed(&self) -> bool {
+        let _one_at_a_time = self.reloading.lock().await;
         let refs: Vec<&Path> = self.dirs.iter().map(PathBuf::as_path).collect();
-        let now = registry::scan(&refs);
-        if now == self.registry.load().scan {
+        let current = self.registry.load_full();
+        if registry::scan(&refs) == current.scan {
             return false;
         }
         tracing::info!("plugin folders changed; reloading");
-        let fresh = registry::load_all(&self.sandbox, &self.cache_dir, &refs).await;
+        let fresh = registry::load_all(&self.sandbox, &self.cache_dir, &refs, Some(&current)).await;
         self.registry.store(Arc::new(fresh));
         true
     }

@@ -11,7 +11,9 @@
 //! world of ours, was built against another version of the WIT package,
 //! imports anything beyond the log and the WASI interfaces Rust's std needs,
 //! fails `describe`, or reuses a name already loaded. A refused file never
-//! stops the gateway; the rest keep serving.
+//! stops the gateway; the rest keep serving. A refused file that replaced
+//! one that had loaded (a broken build, or a copy caught half-written)
+//! leaves the earlier version serving until the file changes again.
 
 use super::bindings::adapter::exports::gateway::plugin::adapter::Descriptor;
 use super::bindings::adapter::VendorAdapterPre;
@@ -90,8 +92,63 @@ pub struct Registry {
     pub policies: HashMap<String, Arc<PolicyPlugin>>,
     /// Files that were refused, with why (the same text as the log line).
     pub refused: Vec<(PathBuf, String)>,
-    /// Files as last scanned: (path, size, modified), to notice changes.
-    pub(crate) scan: Vec<(PathBuf, u64, Option<SystemTime>)>,
+    /// Files as last scanned, to notice changes.
+    pub(crate) scan: Vec<Scanned>,
+}
+
+/// A `.wasm` file as scanned: what changes when its content may have. The
+/// inode and status-change time catch a rename over the file and a copy
+/// that keeps the old size and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    path: PathBuf,
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+    changed: (i64, i64),
+}
+
+impl Scanned {
+    fn of(path: PathBuf, meta: &std::fs::Metadata) -> Scanned {
+        #[cfg(unix)]
+        let (inode, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.ino(), (meta.ctime(), meta.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let (inode, changed) = (0, (0, 0));
+        Scanned {
+            path,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+            changed,
+        }
+    }
+}
+
+/// The header naming the component that served a call: its name, version
+/// and the start of its file's SHA-256 — which build served, during a
+/// rollout.
+pub const SERVED_BY: &str = "x-gateway-adapter";
+
+impl AdapterPlugin {
+    /// The [`SERVED_BY`] value for this component.
+    pub fn served_by(&self) -> Option<axum::http::HeaderValue> {
+        let sha = self.info.sha256.get(..16).unwrap_or(&self.info.sha256);
+        axum::http::HeaderValue::from_str(&format!(
+            "{}/{} sha256:{sha}",
+            self.info.name, self.info.version
+        ))
+        .ok()
+    }
+
+    /// Names this component in `resp`'s [`SERVED_BY`] header.
+    pub fn mark(&self, resp: &mut axum::response::Response) {
+        if let Some(v) = self.served_by() {
+            resp.headers_mut().insert(SERVED_BY, v);
+        }
+    }
 }
 
 impl Registry {
@@ -109,8 +166,8 @@ impl Registry {
 }
 
 /// Lists `*.wasm` files (sorted, so load order and duplicate handling are
-/// deterministic) with their size and modification time.
-pub(crate) fn scan(dirs: &[&Path]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// deterministic) with what tells a change.
+pub(crate) fn scan(dirs: &[&Path]) -> Vec<Scanned> {
     let mut out = Vec::new();
     for dir in dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -123,12 +180,12 @@ pub(crate) fn scan(dirs: &[&Path]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
             }
             if let Ok(meta) = e.metadata() {
                 if meta.is_file() {
-                    out.push((path, meta.len(), meta.modified().ok()));
+                    out.push(Scanned::of(path, &meta));
                 }
             }
         }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     out
 }
 
@@ -361,11 +418,17 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Loads every component in the folders into a new registry.
-pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Registry {
+/// Loads every component in the folders into a new registry. A file that is
+/// refused but loaded into `previous` keeps its earlier version.
+pub async fn load_all(
+    sandbox: &Sandbox,
+    cache_dir: &Path,
+    dirs: &[&Path],
+    previous: Option<&Registry>,
+) -> Registry {
     let scan = scan(dirs);
     let mut reg = Registry::default();
-    for (path, _, _) in &scan {
+    for Scanned { path, .. } in &scan {
         match load_one(sandbox, Some(cache_dir), path).await {
             Ok(loaded) => {
                 let (kind, name) = match &loaded {
@@ -396,13 +459,52 @@ pub async fn load_all(sandbox: &Sandbox, cache_dir: &Path, dirs: &[&Path]) -> Re
                 }
             }
             Err(why) => {
-                tracing::error!("plugin {} refused: {why}", path.display());
+                let kept = previous.and_then(|p| reg.keep_from(p, path));
+                match kept {
+                    Some(sha) => tracing::error!(
+                        "plugin {} refused: {why}; the version loaded before (sha256 {sha}) keeps serving",
+                        path.display()
+                    ),
+                    None => tracing::error!("plugin {} refused: {why}", path.display()),
+                }
                 reg.refused.push((path.clone(), why));
             }
         }
     }
     reg.scan = scan;
     reg
+}
+
+impl Registry {
+    /// Carries over what `previous` had loaded from `path`, unless its name
+    /// is taken by now; returns that version's SHA-256.
+    fn keep_from(&mut self, previous: &Registry, path: &Path) -> Option<String> {
+        let from = |info: &PluginInfo| info.source == path;
+        let taken = |reg: &Registry, name: &str| {
+            reg.adapters.contains_key(name)
+                || reg.video.contains_key(name)
+                || reg.policies.contains_key(name)
+        };
+        if let Some(p) = previous.adapters.values().find(|p| from(&p.info)) {
+            if !taken(self, &p.info.name) {
+                self.adapters.insert(p.info.name.to_string(), p.clone());
+                return Some(p.info.sha256.clone());
+            }
+        }
+        if let Some(p) = previous.video.values().find(|p| from(&p.info)) {
+            if !taken(self, &p.info.name) {
+                self.video.insert(p.info.name.to_string(), p.clone());
+                return Some(p.info.sha256.clone());
+            }
+        }
+        if let Some(p) = previous.policies.values().find(|p| from(&p.info)) {
+            if !taken(self, &p.info.name) {
+                self.policies.insert(p.info.name.to_string(), p.clone());
+                return Some(p.info.sha256.clone());
+            }
+        }
+        None
+    }
 }
 
 #[cfg(test)]
@@ -417,6 +519,52 @@ mod tests {
         assert!(check_version("0.3.0").is_err());
         assert!(check_version("1.1.0").is_err());
         assert!(check_version("").is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_rewrite_that_keeps_size_and_modification_time_is_still_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.wasm");
+        std::fs::write(&path, b"first").unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let before = scan(&[dir.path()]);
+        assert_eq!(before, scan(&[dir.path()]), "nothing changed");
+
+        // Same length, modification time put back (as `cp -p` or rsync do),
+        // at a later moment than the scan: the status-change time moves. The
+        // kernel's clock for it is coarse (a few ms), so rewrite until it has
+        // (bounded).
+        use std::os::unix::fs::MetadataExt;
+        let ctime = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            (m.ctime(), m.ctime_nsec())
+        };
+        let scanned_at = ctime(&path);
+        for _ in 0..1_000_000 {
+            std::fs::write(&path, b"other").unwrap();
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(mtime).unwrap();
+            if ctime(&path) != scanned_at {
+                break;
+            }
+        }
+        assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 5);
+        let rewritten = scan(&[dir.path()]);
+        assert_ne!(before, rewritten);
+
+        // Renamed over, same length.
+        let part = dir.path().join("a.wasm.part");
+        std::fs::write(&part, b"third").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&part)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        std::fs::rename(&part, &path).unwrap();
+        assert_ne!(rewritten, scan(&[dir.path()]));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::config::ChannelConfig;
 use crate::error::{ApiError, UpstreamRetry};
 use crate::plugins::bindings::types::PluginError;
 use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting};
-use crate::plugins::registry::{AdapterPlugin, PolicyPlugin};
+use crate::plugins::registry::{AdapterPlugin, PolicyPlugin, Registry};
 use crate::plugins::session::{
     guest_headers, run_policies, AdapterError, AdapterSession, AnswerMode, MappedError,
     OutboundBody,
@@ -77,14 +77,14 @@ pub async fn serve(
     caller: Caller,
     req: TextRequest,
 ) -> Result<Response, ApiError> {
-    let model = state
-        .catalog
+    let catalog = state.catalog();
+    let model = catalog
         .models
         .get(&req.model)
         .cloned()
         .ok_or_else(|| ApiError::ModelNotFound(req.model.clone()))?;
     caller.check_model(&model.name)?;
-    let channels: Vec<Arc<ChannelConfig>> = state.catalog.channels(&model.name).to_vec();
+    let channels: Vec<Arc<ChannelConfig>> = catalog.channels(&model.name).to_vec();
     if channels.is_empty() {
         return Err(ApiError::NoChannel(model.name.clone()));
     }
@@ -115,7 +115,7 @@ pub async fn serve(
     if req.protocol.is_chat() {
         charge.count_prompt_of(req.protocol.protocol, req.body.clone());
     }
-    try_channels(&state, &channels, &policies, &req, charge).await
+    try_channels(&state, &registry, &channels, &policies, &req, charge).await
 }
 
 /// How one channel's attempt ended, when it did not answer. Nothing has
@@ -236,15 +236,16 @@ enum Answer {
 }
 
 /// Tries the channels in order until one answers; the charge goes with the
-/// answer, or is released with the last error.
+/// answer, or is released with the last error. `registry` is the one the
+/// policies came from: a call uses one set of components from start to end.
 async fn try_channels(
     state: &SharedState,
+    registry: &Registry,
     channels: &[Arc<ChannelConfig>],
     policies: &[Arc<PolicyPlugin>],
     req: &TextRequest,
     mut charge: Charge,
 ) -> Result<Response, ApiError> {
-    let registry = state.plugins.registry();
     let mut last_error = ApiError::NoChannel(req.model.clone());
     for channel in &state.health.plan(channels) {
         let Some(plugin) = registry.adapters.get(&channel.adapter) else {
@@ -312,6 +313,7 @@ async fn try_channels(
                 let mut out = Response::new(Body::from(body));
                 *out.status_mut() = status;
                 out.headers_mut().insert(header::CONTENT_TYPE, content_type);
+                plugin.mark(&mut out);
                 return Ok(out);
             }
             Ok(Answer::Relay {
@@ -328,16 +330,19 @@ async fn try_channels(
                 if let Some(ct) = content_type {
                     out.headers_mut().insert(header::CONTENT_TYPE, ct);
                 }
+                plugin.mark(&mut out);
                 return Ok(out);
             }
             Ok(Answer::Stream(opened)) => {
-                return Ok(stream::respond(
+                let mut out = stream::respond(
                     *opened,
                     charge,
                     req.protocol,
                     state.config.limits.stream_idle_timeout,
                     req.wants_usage,
-                ));
+                );
+                plugin.mark(&mut out);
+                return Ok(out);
             }
             Err(Failed { error, next, .. }) => {
                 last_error = error;

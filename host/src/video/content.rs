@@ -60,10 +60,9 @@ pub async fn download(
     check_available(&task, state.clock.now_secs(), max)?;
 
     let registry = state.plugins.registry();
+    let catalog = state.catalog();
     let (Some(ch), Some(up)) = (
-        task.channel
-            .as_deref()
-            .and_then(|n| state.catalog.channel(n)),
+        task.channel.as_deref().and_then(|n| catalog.channel(n)),
         task.upstream_id.as_ref(),
     ) else {
         // A completed task always has both; a config that dropped the

@@ -355,7 +355,7 @@ async fn read_answer(state: &SharedState, resp: reqwest::Response) -> Result<byt
 
 async fn submit_upstream(state: &SharedState, task: &VideoTask) -> Step {
     let registry = state.plugins.registry();
-    let channels = state.catalog.channels(&task.concrete_model).to_vec();
+    let channels = state.catalog().channels(&task.concrete_model).to_vec();
     let mut last = format!("no channel serves {}", task.concrete_model);
     for ch in channels {
         let Some(plugin) = registry.video.get(&ch.adapter) else {
@@ -411,7 +411,7 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
     let Some(ch) = task
         .channel
         .as_deref()
-        .and_then(|name| state.catalog.channel(name))
+        .and_then(|name| state.catalog().channel(name).cloned())
     else {
         return Step::Trouble("the channel that took the task is no longer configured".into());
     };
@@ -425,7 +425,7 @@ async fn poll_upstream(state: &SharedState, task: &VideoTask, upstream_id: &str)
         let out = s.build_poll(upstream_id).await.map_err(|e| e.to_string())?;
         let built = upstream::build(
             &state.http,
-            ch,
+            &ch,
             plugin.auth,
             out,
             upstream::ClientPayload::none(),

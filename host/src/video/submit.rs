@@ -26,7 +26,7 @@ pub const MAX_IDEMPOTENCY_KEY: usize = 200;
 /// The model a request names, or 404 `model_not_found`.
 pub fn video_model(state: &SharedState, name: &str) -> Result<Arc<VideoModelConfig>, ApiError> {
     state
-        .catalog
+        .catalog()
         .video_models
         .get(name)
         .cloned()
@@ -290,7 +290,7 @@ pub async fn submit(
     // Refuse now rather than hold money for a task nobody can generate.
     let registry = state.plugins.registry();
     let servable = state
-        .catalog
+        .catalog()
         .channels(model.concrete())
         .iter()
         .any(|c| registry.video.contains_key(&c.adapter));

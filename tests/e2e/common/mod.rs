@@ -10,7 +10,7 @@
 pub mod protocols;
 
 use gateway::clock::ManualClock;
-use gateway::config::Config;
+use gateway::config::ConfigSource;
 use gateway::server::{self, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -397,10 +397,14 @@ key = "{ADMIN_KEY}"
             ),
             extra = setup.extra.replace("{SIM_URL}", &sim.base_url()),
         );
-        let config = Config::from_toml(&text, dir.path(), &|v| {
-            (v == "E2E_SIM_KEY").then(|| SIM_KEY.to_string())
-        })
-        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
+        // Read from a file, as `gateway serve` does, so a reload can read it
+        // again.
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(&path, &text).unwrap();
+        let config =
+            ConfigSource::with_env(&path, |v| (v == "E2E_SIM_KEY").then(|| SIM_KEY.to_string()))
+                .load()
+                .unwrap_or_else(|e| panic!("test config invalid: {e}\n{text}"));
         let clock = Arc::new(ManualClock::starting_now());
         let gw = server::start(config, Some(clock.clone()))
             .await
@@ -417,6 +421,17 @@ key = "{ADMIN_KEY}"
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.gw.public_addr)
+    }
+
+    /// Writes `text` as the gateway's config file (replacing it whole, as an
+    /// editor does) and asks the admin API to reload it.
+    pub async fn reload_with(&self, text: &str) -> (u16, Value) {
+        let path = self.dir.path().join("gateway.toml");
+        let tmp = self.dir.path().join("gateway.toml.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        self.admin(reqwest::Method::POST, "/admin/v1/reload", None)
+            .await
     }
 
     pub fn admin_url(&self, path: &str) -> String {
@@ -673,6 +688,8 @@ pub struct GatewayProcess {
     pub child: std::process::Child,
     pub public: String,
     pub admin: String,
+    /// Every line the process has logged so far.
+    pub log: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl GatewayProcess {
@@ -692,6 +709,8 @@ impl GatewayProcess {
         let (tx, rx) = std::sync::mpsc::channel();
         // E2E_GATEWAY_LOG=1 shows the process's log while debugging a test.
         let echo = std::env::var_os("E2E_GATEWAY_LOG").is_some();
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
@@ -699,6 +718,9 @@ impl GatewayProcess {
             {
                 if echo {
                     eprintln!("gateway: {line}");
+                }
+                if let Ok(mut kept) = kept.lock() {
+                    kept.push(line.clone());
                 }
                 if let Some(rest) = line.split("gateway listening on http://").nth(1) {
                     let public = rest.split_whitespace().next().unwrap_or("").to_string();
@@ -718,7 +740,35 @@ impl GatewayProcess {
             child,
             public,
             admin,
+            log,
         }
+    }
+
+    /// Waits (bounded, 30 s) until a logged line contains `text`.
+    pub async fn wait_for_log(&self, text: &str) -> String {
+        for _ in 0..3000 {
+            let found = self
+                .log
+                .lock()
+                .ok()
+                .and_then(|l| l.iter().find(|line| line.contains(text)).cloned());
+            if let Some(line) = found {
+                return line;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the gateway never logged `{text}`");
+    }
+
+    /// Sends the process a signal (`HUP`, `TERM`, ...) with kill(1).
+    pub fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{name} failed");
     }
 
     /// Open file descriptors and resident memory (KiB) of the process.

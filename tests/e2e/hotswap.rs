@@ -1,0 +1,306 @@
+//! Replacing an adapter's `.wasm` under load: no call fails, each call is
+//! served by one build (named in its `x-gateway-adapter` header), and a file
+//! that is not a usable component — garbage, a copy caught half-written, a
+//! component built for another contract — changes nothing for clients.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// `bytes` with one more custom section: the same component, behaving the
+/// same, but another file with another SHA-256 — a new build, for the
+/// registry.
+fn with_custom_section(bytes: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut content = Vec::new();
+    leb(name.len(), &mut content);
+    content.extend_from_slice(name.as_bytes());
+    content.extend_from_slice(payload);
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section id
+    leb(content.len(), &mut out);
+    out.extend_from_slice(&content);
+    out
+}
+
+/// The first 16 hex digits of the file's SHA-256, as the header shows them.
+fn short_sha(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))[..16].to_string()
+}
+
+/// The SHA-256 (16 digits) of the `openai` adapter the registry serves, and
+/// the sources of refused files.
+async fn registry_state(env: &Env, reload: bool) -> (String, Vec<String>) {
+    let (method, path) = if reload {
+        (reqwest::Method::POST, "/admin/v1/plugins/reload")
+    } else {
+        (reqwest::Method::GET, "/admin/v1/plugins")
+    };
+    let (status, v) = env.admin(method, path, None).await;
+    assert_eq!(status, 200, "{v}");
+    let sha = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "openai")
+        .and_then(|p| p["sha256"].as_str())
+        .map(|s| s[..16].to_string())
+        .unwrap_or_else(|| panic!("openai is not loaded: {v}"));
+    let refused = v["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["source"].as_str().unwrap_or("").to_string())
+        .collect();
+    (sha, refused)
+}
+
+/// What the clients saw: calls per serving build, and every failure.
+#[derive(Default)]
+struct Seen {
+    by_build: BTreeMap<String, usize>,
+    plain: usize,
+    streamed: usize,
+    failures: Vec<String>,
+}
+
+/// One client call; records which build served it, or why it failed.
+async fn one_call(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    streamed: bool,
+    n: usize,
+) -> Result<String, String> {
+    let mut body = user(
+        "gpt-4o-mini",
+        &format!("call {n} [[sim:words=12, chunk_delay_ms=4]]"),
+    );
+    if streamed {
+        body["stream"] = json!(true);
+    }
+    let resp = http
+        .post(url)
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let status = resp.status();
+    let build = resp
+        .headers()
+        .get("x-gateway-adapter")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = resp.text().await.map_err(|e| format!("body: {e}"))?;
+    if status != 200 {
+        return Err(format!("{status}: {text}"));
+    }
+    let build = build.ok_or("no x-gateway-adapter header")?;
+    if streamed {
+        if !text.contains("data: [DONE]") || text.contains("\"error\"") {
+            return Err(format!("stream not whole: {text}"));
+        }
+    } else {
+        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+        if v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()
+        {
+            return Err(format!("no answer: {text}"));
+        }
+    }
+    let sha = build
+        .split("sha256:")
+        .nth(1)
+        .ok_or_else(|| format!("header without a sha: {build}"))?;
+    Ok(sha.to_string())
+}
+
+/// Waits (bounded) until some call was served by `sha`.
+async fn served_by(seen: &Mutex<Seen>, sha: &str) {
+    for _ in 0..3000 {
+        if seen.lock().unwrap().by_build.contains_key(sha) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no call was served by build {sha} within 30 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_adapter_replaced_ten_times_under_load_fails_no_call() {
+    let env = Env::with(Setup {
+        limits: "rate_limit_requests = 1000000".into(),
+        plugins: "max_instances = 64".into(),
+        ..Setup::default()
+    })
+    .await;
+    let account = env.account("1000").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let file = env.dir.path().join("adapters/openai.wasm");
+    let original = std::fs::read(&file).unwrap();
+    let (first, _) = registry_state(&env, false).await;
+    assert_eq!(first, short_sha(&original));
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..12 {
+        let (seen, stop, key) = (seen.clone(), stop.clone(), key.clone());
+        let (http, url) = (env.http.clone(), env.url("/v1/chat/completions"));
+        workers.push(tokio::spawn(async move {
+            let streamed = w % 2 == 1;
+            // Bounded: the swaps below end long before this many calls.
+            for n in 0..100_000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let outcome = one_call(&http, &url, &key, streamed, n).await;
+                let mut seen = seen.lock().unwrap();
+                match outcome {
+                    Ok(sha) => {
+                        *seen.by_build.entry(sha).or_default() += 1;
+                        if streamed {
+                            seen.streamed += 1;
+                        } else {
+                            seen.plain += 1;
+                        }
+                    }
+                    Err(e) => seen.failures.push(e),
+                }
+            }
+        }));
+    }
+    served_by(&seen, &first).await;
+
+    let mut builds = BTreeSet::from([first.clone()]);
+    let mut serving = first;
+    for i in 0..10 {
+        let build = with_custom_section(&original, "build", format!("v{i}").as_bytes());
+        let sha = short_sha(&build);
+        if i % 2 == 0 {
+            // A deployer: write beside it, then rename over it.
+            let part = env.dir.path().join("adapters/openai.wasm.part");
+            std::fs::write(&part, &build).unwrap();
+            std::fs::rename(&part, &file).unwrap();
+        } else {
+            // The naive way, caught half-way: the registry reads a truncated
+            // file, refuses it, and the build before keeps serving.
+            std::fs::write(&file, &build[..build.len() / 2]).unwrap();
+            let (now, refused) = registry_state(&env, true).await;
+            assert_eq!(now, serving, "a half-written file must not serve");
+            assert!(
+                refused.iter().any(|r| r.ends_with("openai.wasm")),
+                "{refused:?}"
+            );
+            std::fs::write(&file, &build).unwrap();
+        }
+        let (now, refused) = registry_state(&env, true).await;
+        assert_eq!(now, sha, "build v{i} serves after the reload");
+        assert!(refused.is_empty(), "{refused:?}");
+        served_by(&seen, &sha).await;
+        builds.insert(sha.clone());
+        serving = sha;
+    }
+
+    // Broken drops change nothing for clients.
+    let broken: [(&str, Vec<u8>); 2] = [
+        (
+            "not a component",
+            b"\0asm\x0d\0\x01\0 not a component".to_vec(),
+        ),
+        (
+            "a component for another contract",
+            std::fs::read(component("test-guests", "old-contract")).unwrap(),
+        ),
+    ];
+    for (what, bytes) in &broken {
+        let before = seen
+            .lock()
+            .unwrap()
+            .by_build
+            .get(&serving)
+            .copied()
+            .unwrap_or(0);
+        std::fs::write(&file, bytes).unwrap();
+        let (now, refused) = registry_state(&env, true).await;
+        assert_eq!(now, serving, "{what}: the build before keeps serving");
+        assert!(
+            refused.iter().any(|r| r.ends_with("openai.wasm")),
+            "{what}: {refused:?}"
+        );
+        // Calls go on being served by it.
+        for _ in 0..3000 {
+            if seen
+                .lock()
+                .unwrap()
+                .by_build
+                .get(&serving)
+                .copied()
+                .unwrap_or(0)
+                > before + 12
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            seen.lock()
+                .unwrap()
+                .by_build
+                .get(&serving)
+                .copied()
+                .unwrap_or(0)
+                > before + 12,
+            "{what}: calls stalled"
+        );
+    }
+
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        w.await.unwrap();
+    }
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    assert!(
+        seen.failures.is_empty(),
+        "{} failed calls, e.g. {:?}",
+        seen.failures.len(),
+        seen.failures.first()
+    );
+    assert!(seen.plain > 0 && seen.streamed > 0);
+    let unknown: Vec<&String> = seen
+        .by_build
+        .keys()
+        .filter(|b| !builds.contains(*b))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "calls served by unknown builds: {unknown:?}"
+    );
+    assert_eq!(
+        seen.by_build.len(),
+        11,
+        "every build served: {:?}",
+        seen.by_build
+    );
+
+    let l = crate::billing::ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    env.stop().await;
+}
