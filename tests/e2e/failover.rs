@@ -427,3 +427,39 @@ async fn a_channel_whose_key_the_vendor_refuses_is_disabled_until_enabled() {
     assert_eq!(s, 404);
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_a_channels_key_brings_it_back_and_others_keep_their_health() {
+    let bad = Channel {
+        key: "sk-not-the-simulators",
+        priority: 10,
+        ..Channel::sim("bad-key")
+    };
+    let env = Env::with(config(
+        &[bad, Channel::sim("good")],
+        Setup::default().adapters,
+    ))
+    .await;
+    let key = env.key().await;
+    assert_eq!(env.chat(&key, user("m", "hello")).await.status(), 200);
+    assert_eq!(channel_view(&env, "bad-key").await["state"], "disabled");
+    let good_attempts = channel_view(&env, "good").await["attempts"].clone();
+    // The same file again: nothing about the channel changed, it stays out.
+    let (s, v) = env.reload_with(&env.config_text).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(channel_view(&env, "bad-key").await["state"], "disabled");
+    // Its key fixed: it starts healthy and serves; the other channel's
+    // counts carry over.
+    let fixed = env
+        .config_text
+        .replace("sk-not-the-simulators", "env:E2E_SIM_KEY");
+    let (s, v) = env.reload_with(&fixed).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(channel_view(&env, "bad-key").await["state"], "healthy");
+    assert_eq!(channel_view(&env, "good").await["attempts"], good_attempts);
+    let resp = env.chat(&key, user("m", "hello")).await;
+    assert_eq!(resp.status(), 200);
+    let row = usage_row(&env, &request_id(&resp)).await;
+    assert_eq!(row["channel"], "bad-key");
+    env.stop().await;
+}
