@@ -765,6 +765,14 @@ fn secret(
     }
 }
 
+fn within(field: &str, v: u64, min: u64, max: u64) -> Result<u64, ConfigError> {
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(invalid(field, format!("must be between {min} and {max}")))
+    }
+}
+
 fn positive(field: &str, v: u64) -> Result<u64, ConfigError> {
     if v == 0 {
         Err(invalid(field, "must be greater than 0"))
@@ -1088,8 +1096,8 @@ fn resolve(
                 "health.failures_to_rest",
                 u64::from(raw.health.failures_to_rest),
             )? as u32,
-            rest_secs: secs("health.rest_secs", raw.health.rest_secs)?,
-            window: positive("health.window", raw.health.window as u64)? as usize,
+            rest_secs: within("health.rest_secs", raw.health.rest_secs, 1, 86_400)? as i64,
+            window: within("health.window", raw.health.window as u64, 1, 10_000)? as usize,
         },
         manual_clock: raw.testing.manual_clock,
         channels,

@@ -97,12 +97,11 @@ async fn apply(state: &AppState) -> Result<Reloaded, ApiError> {
         plugins_reloaded,
         restart_needed: state.config.restart_needed(&fresh),
     };
-    // A channel whose vendor, key or options changed starts healthy: a
-    // new key may well be accepted.
-    state
-        .health
-        .forget_changed(&state.catalog().all_channels(), &catalog.all_channels());
+    let serving = catalog.all_channels();
     state.catalog.store(Arc::new(catalog));
+    // A channel whose adapter, URL, key or options changed starts healthy
+    // by its fingerprint (`relay::health`); removed ones are forgotten.
+    state.health.forget_removed(&serving);
     Ok(reloaded)
 }
 

@@ -463,3 +463,56 @@ async fn a_reload_that_changes_a_channels_key_brings_it_back_and_others_keep_the
     assert_eq!(row["channel"], "bad-key");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_opens_with_an_error_event_falls_back_without_leaking_anything() {
+    // An OpenAI vendor's role chunk then `{"error": ...}`, and Anthropic's
+    // `message_start` then `overloaded_error`: nothing of it reaches the
+    // client, the second channel answers.
+    for (adapter, upstream) in [("openai", None), ("anthropic", Some("sim-claude"))] {
+        let env = Env::with(config(
+            &[
+                Channel {
+                    adapter,
+                    upstream,
+                    priority: 10,
+                    ..Channel::sim("first")
+                },
+                Channel {
+                    adapter,
+                    upstream,
+                    ..Channel::sim("second")
+                },
+            ],
+            Setup::default().adapters,
+        ))
+        .await;
+        let account = env.account("5").await;
+        let (_, key) = env.token_with(&account, json!({})).await;
+        let mut body = user("m", "hello");
+        body["stream"] = json!(true);
+        env.sim.push_fault(Fault::ErrorEvent, 1);
+        let resp = env.chat(&key, body).await;
+        assert_eq!(resp.status(), 200, "{adapter}");
+        let rid = request_id(&resp);
+        let payloads = sse_data(resp).await;
+        assert_eq!(
+            payloads.last().map(String::as_str),
+            Some("[DONE]"),
+            "{adapter}"
+        );
+        assert!(
+            payloads.iter().all(|p| !p.contains("error")),
+            "{adapter}: {payloads:?}"
+        );
+        let roles = payloads.iter().filter(|p| p.contains("\"role\"")).count();
+        assert_eq!(
+            roles, 1,
+            "{adapter}: one opening chunk, the answering channel's"
+        );
+        assert_eq!(env.sim.requests().len(), 2, "{adapter}");
+        answered_once_by(&env, &account, &rid, "second").await;
+        assert_eq!(channel_view(&env, "first").await["failures"], 1);
+        env.stop().await;
+    }
+}

@@ -117,7 +117,8 @@ async fn a_guest_that_returns_garbage_is_refused() {
 async fn a_guest_that_loops_mid_stream_ends_that_stream_with_an_error() {
     let env = Env::with(misbehaving()).await;
     let key = env.key().await;
-    // `loop-stream` translates the first event, then loops on the second.
+    // `loop-stream` translates the role chunk and the first words, then
+    // loops on the third event.
     let mut body = user("loop-stream", "hi");
     body["stream"] = json!(true);
     let started = Instant::now();

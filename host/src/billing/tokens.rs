@@ -32,7 +32,7 @@ use serde_json::Value;
 use tiktoken_rs::CoreBPE;
 
 /// A BPE encoding the gateway can count with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Encoding {
     O200kBase,
@@ -75,11 +75,28 @@ impl Encoding {
     }
 
     /// Tokens in `text`, special-token text counted as ordinary text.
+    /// Should the tokenizer fail on some input (its regex engine gives up on
+    /// pathological text), the text is counted at 4 bytes a token rather
+    /// than lose the call's settlement.
     pub fn count(self, text: &str) -> u64 {
         if text.is_empty() {
             return 0;
         }
-        self.bpe().count_ordinary(text) as u64
+        let bpe = self.bpe();
+        std::panic::catch_unwind(|| bpe.count_ordinary(text) as u64).unwrap_or_else(|_| {
+            tracing::warn!(
+                encoding = self.name(),
+                bytes = text.len(),
+                "the tokenizer failed; counted at 4 bytes a token"
+            );
+            (text.len() as u64).div_ceil(4)
+        })
+    }
+
+    /// Builds the encoding's tables now (a few hundred milliseconds), so
+    /// that the first call that needs them does not wait.
+    pub fn warm(self) {
+        let _ = self.bpe();
     }
 }
 

@@ -107,7 +107,7 @@ impl From<GuestFailure> for ApiError {
                 status: 503,
                 code: "adapter_capacity".into(),
                 message: format!("all {n} adapter instances are busy; retry shortly"),
-                retry_after: None,
+                retry_after: Some(crate::error::UpstreamRetry::secs(1)),
             },
             GuestFailure::Deadline { budget_ms, .. } => {
                 ApiError::Adapter(format!("it exceeded its CPU deadline of {budget_ms} ms"))

@@ -9,6 +9,7 @@
 //! without either — a panic, a cancelled task — it releases the hold in the
 //! background and still records the call.
 
+use crate::api::body::BodyLease;
 use crate::auth::Caller;
 use crate::billing::hold::Hold;
 use crate::billing::text as pricing;
@@ -38,6 +39,8 @@ pub struct Charge {
     /// The request, when it is one of a chat protocol: its prompt is then
     /// counted with the model's tokenizer when the vendor is silent.
     prompt: Option<(Protocol, Bytes)>,
+    /// The request body's place in the body budget, held while the body is.
+    _lease: Option<BodyLease>,
 }
 
 impl Charge {
@@ -99,22 +102,30 @@ impl Charge {
             permit,
             prompt_tokens_estimate,
             prompt: None,
+            _lease: None,
         })
     }
 
     /// Lets the gateway count the prompt of this chat-protocol request
-    /// itself when the vendor does not report it.
-    pub fn count_prompt_of(&mut self, protocol: Protocol, body: Bytes) {
+    /// itself when the vendor does not report it; the body's `lease` in the
+    /// request-body budget goes with it, as the body now lives as long as
+    /// the call.
+    pub fn count_prompt_of(&mut self, protocol: Protocol, body: Bytes, lease: Option<BodyLease>) {
         self.prompt = Some((protocol, body));
+        self._lease = lease;
     }
 
     /// The prompt's tokens by the gateway's own count (`billing::tokens`),
-    /// or the hold's estimate for a request it cannot count.
-    fn counted_prompt_tokens(&self) -> u64 {
-        match &self.prompt {
-            Some((protocol, body)) => tokens::prompt_tokens(self.model.tokenizer, *protocol, body),
-            None => self.prompt_tokens_estimate,
-        }
+    /// or the hold's estimate for a request it cannot count. A large prompt
+    /// takes a while to count: it is counted off the async workers.
+    async fn counted_prompt_tokens(&self) -> u64 {
+        let Some((protocol, body)) = self.prompt.clone() else {
+            return self.prompt_tokens_estimate;
+        };
+        let encoding = self.model.tokenizer;
+        tokio::task::spawn_blocking(move || tokens::prompt_tokens(encoding, protocol, &body))
+            .await
+            .unwrap_or(self.prompt_tokens_estimate)
     }
 
     /// Counts `text` with the model's tokenizer.
@@ -185,7 +196,7 @@ impl Charge {
         let vendor = vendor.filter(|u| !u.is_empty());
         let prompt = match &vendor {
             Some(u) if u.input_tokens > 0 => 0,
-            _ => self.counted_prompt_tokens(),
+            _ => self.counted_prompt_tokens().await,
         };
         let usage = counted_usage(vendor, prompt, output_tokens);
         self.settle(Some(&usage), status, Some(note)).await;

@@ -18,7 +18,9 @@
 //! - **Disabled.** A vendor that answers 401 or 403 refuses the channel's
 //!   key: the channel is taken out of service — never tried — until an
 //!   operator enables it again (`POST /admin/v1/channels/{name}/enable`) or
-//!   a reload changes its config.
+//!   a reload changes its config. A 401 disables at once; a 403 (which
+//!   vendors also use for one request's permissions) after
+//!   `failures_to_rest` in a row.
 //! - **What is shown.** Each channel's state, its last `window` attempts'
 //!   error rate and latency (mean and 95th percentile of answered
 //!   attempts), and totals since start, untranslatable answers among them.
@@ -47,7 +49,11 @@ pub enum Outcome {
     /// A `2xx` answer the adapter could not translate: a failure, counted
     /// apart too.
     Untranslatable,
-    /// The vendor refused the channel's key (401 or 403).
+    /// The vendor refused the channel's key (the adapter's
+    /// `upstream_auth_failed`), with the vendor's status: a 401 disables
+    /// the channel at once; a 403 (or Gemini's 400 about the key) only
+    /// after `failures_to_rest` in a row, since vendors also use it for one
+    /// request's permissions.
     KeyRefused(u16),
 }
 
@@ -59,7 +65,13 @@ struct Attempt {
 
 #[derive(Debug, Default)]
 struct ChannelHealth {
+    /// What of the channel's config this health belongs to (see
+    /// [`fingerprint`]): a call still running on a config a reload
+    /// replaced must not mark the new one.
+    fingerprint: u64,
     consecutive_failures: u32,
+    /// Consecutive refusals of the key (see [`Outcome::KeyRefused`]).
+    consecutive_refusals: u32,
     /// Resting until this time (clock seconds).
     resting_until: Option<i64>,
     /// A probe call was let through at this time and has not reported.
@@ -110,6 +122,15 @@ pub struct ChannelView {
     pub untranslatable: u64,
 }
 
+/// A hash of what decides whether a channel works: its adapter, base URL,
+/// key and options.
+fn fingerprint(ch: &ChannelConfig) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&ch.adapter, &ch.base_url, &ch.key, &ch.options).hash(&mut h);
+    h.finish()
+}
+
 impl Health {
     pub fn new(config: HealthConfig, clock: SharedClock) -> Health {
         Health {
@@ -139,7 +160,15 @@ impl Health {
             Vec::with_capacity(channels.len());
         let mut resting: Vec<(i64, Arc<ChannelConfig>)> = Vec::new();
         for ch in channels {
+            let fp = fingerprint(ch);
             let h = map.entry(ch.name.clone()).or_default();
+            if h.fingerprint != fp {
+                // New, or its config changed (a reload): it starts healthy.
+                *h = ChannelHealth {
+                    fingerprint: fp,
+                    ..ChannelHealth::default()
+                };
+            }
             if h.disabled.is_some() {
                 continue;
             }
@@ -171,11 +200,21 @@ impl Health {
             .collect()
     }
 
-    /// Records one attempt's outcome and how long it took.
-    pub fn record(&self, channel: &str, outcome: Outcome, latency: Duration) {
+    /// Records one attempt's outcome on `channel` and how long it took. An
+    /// outcome for a config a reload has since replaced is dropped.
+    pub fn record(&self, channel: &ChannelConfig, outcome: Outcome, latency: Duration) {
         let now = self.clock.now_secs();
+        let fp = fingerprint(channel);
         let mut map = self.lock();
-        let h = map.entry(channel.to_string()).or_default();
+        let h = map
+            .entry(channel.name.clone())
+            .or_insert_with(|| ChannelHealth {
+                fingerprint: fp,
+                ..ChannelHealth::default()
+            });
+        if h.fingerprint != fp {
+            return;
+        }
         let ok = outcome == Outcome::Answered;
         h.attempts += 1;
         h.recent.push_back(Attempt {
@@ -188,6 +227,7 @@ impl Health {
         h.probe_since = None;
         if ok {
             h.consecutive_failures = 0;
+            h.consecutive_refusals = 0;
             h.resting_until = None;
             return;
         }
@@ -195,29 +235,31 @@ impl Health {
         match outcome {
             Outcome::Untranslatable => h.untranslatable += 1,
             Outcome::KeyRefused(status) => {
-                tracing::error!(
-                    channel,
-                    status,
-                    "the vendor refused the channel's key; the channel is disabled until enabled again"
-                );
-                h.disabled = Some(format!(
-                    "the vendor answered {status}: the channel's key was refused"
-                ));
+                h.consecutive_refusals += 1;
+                if status == 401 || h.consecutive_refusals >= self.config.failures_to_rest {
+                    tracing::error!(
+                        channel = %channel.name,
+                        status,
+                        "the vendor refused the channel's key; the channel is disabled until enabled again"
+                    );
+                    h.disabled = Some(format!(
+                        "the vendor refused the channel's key (status {status})"
+                    ));
+                }
             }
             _ => {}
         }
         h.consecutive_failures += 1;
         if h.consecutive_failures >= self.config.failures_to_rest {
-            let until = now + self.config.rest_secs;
             if h.resting_until.is_none_or(|u| u <= now) {
                 tracing::warn!(
-                    channel,
+                    channel = %channel.name,
                     failures = h.consecutive_failures,
                     "channel resting for {} s",
                     self.config.rest_secs
                 );
             }
-            h.resting_until = Some(until);
+            h.resting_until = Some(now.saturating_add(self.config.rest_secs));
         }
     }
 
@@ -231,24 +273,11 @@ impl Health {
         true
     }
 
-    /// Forgets the health of channels whose config a reload changed (a new
-    /// key may well be accepted) or removed.
-    pub fn forget_changed(&self, old: &[Arc<ChannelConfig>], new: &[Arc<ChannelConfig>]) {
-        let same = |a: &ChannelConfig, b: &ChannelConfig| {
-            a.adapter == b.adapter
-                && a.base_url == b.base_url
-                && a.key == b.key
-                && a.options == b.options
-        };
-        let mut map = self.lock();
-        for o in old {
-            match new.iter().find(|n| n.name == o.name) {
-                Some(n) if same(o, n) => {}
-                _ => {
-                    map.remove(&o.name);
-                }
-            }
-        }
+    /// Forgets the health of channels a reload removed. (A channel whose
+    /// config changed starts healthy by its fingerprint.)
+    pub fn forget_removed(&self, now_serving: &[Arc<ChannelConfig>]) {
+        self.lock()
+            .retain(|name, _| now_serving.iter().any(|c| &c.name == name));
     }
 
     /// Every channel of `channels` with its health.
@@ -259,7 +288,10 @@ impl Health {
         channels
             .iter()
             .map(|ch| {
-                let h = map.get(&ch.name).unwrap_or(&empty);
+                let h = map
+                    .get(&ch.name)
+                    .filter(|h| h.fingerprint == fingerprint(ch))
+                    .unwrap_or(&empty);
                 let state = match (&h.disabled, h.resting_until, h.probe_since) {
                     (Some(reason), _, _) => State::Disabled {
                         reason: reason.clone(),
@@ -361,10 +393,10 @@ mod tests {
         let channels = [channel("a", 0, 1), channel("b", 0, 1)];
         let ms = Duration::from_millis(5);
         for _ in 0..2 {
-            h.record("a", Outcome::Failed, ms);
+            h.record(&channels[0], Outcome::Failed, ms);
         }
         assert_eq!(h.plan(&channels).len(), 2);
-        h.record("a", Outcome::Failed, ms);
+        h.record(&channels[0], Outcome::Failed, ms);
         // Resting: last, however the weights fall.
         for _ in 0..50 {
             assert_eq!(names(&h.plan(&channels)), ["b", "a"]);
@@ -376,16 +408,16 @@ mod tests {
         let probes = (0..50).filter(|_| h.plan(&channels)[0].name == "a").count();
         assert!(probes <= 1, "{probes}");
         assert_eq!(h.view(&channels)[0].state, State::Probing);
-        h.record("a", Outcome::Answered, ms);
+        h.record(&channels[0], Outcome::Answered, ms);
         assert_eq!(h.view(&channels)[0].state, State::Healthy);
         assert_eq!(h.view(&channels)[0].consecutive_failures, 0);
         // A failed probe rests it again at once.
         for _ in 0..3 {
-            h.record("a", Outcome::Failed, ms);
+            h.record(&channels[0], Outcome::Failed, ms);
         }
         clock.advance_ms(30_000);
         let _ = h.plan(&channels);
-        h.record("a", Outcome::Failed, ms);
+        h.record(&channels[0], Outcome::Failed, ms);
         assert!(matches!(h.view(&channels)[0].state, State::Resting { .. }));
     }
 
@@ -393,7 +425,7 @@ mod tests {
     fn a_refused_key_disables_the_channel_until_enabled() {
         let (h, _) = health();
         let channels = [channel("a", 0, 1), channel("b", 0, 1)];
-        h.record("a", Outcome::KeyRefused(401), Duration::ZERO);
+        h.record(&channels[0], Outcome::KeyRefused(401), Duration::ZERO);
         for _ in 0..20 {
             assert_eq!(names(&h.plan(&channels)), ["b"]);
         }
@@ -401,6 +433,34 @@ mod tests {
         assert!(h.enable(&channels, "a"));
         assert!(!h.enable(&channels, "nope"));
         assert_eq!(h.plan(&channels).len(), 2);
+        // A 403 may be one request's permissions: only three in a row
+        // disable (the first ones count as failures).
+        h.record(&channels[0], Outcome::KeyRefused(403), Duration::ZERO);
+        h.record(&channels[0], Outcome::KeyRefused(403), Duration::ZERO);
+        assert!(!matches!(
+            h.view(&channels)[0].state,
+            State::Disabled { .. }
+        ));
+        h.record(&channels[0], Outcome::KeyRefused(403), Duration::ZERO);
+        assert!(matches!(h.view(&channels)[0].state, State::Disabled { .. }));
+    }
+
+    #[test]
+    fn a_changed_config_starts_healthy_and_late_outcomes_of_the_old_one_are_dropped() {
+        let (h, _) = health();
+        let old = [channel("a", 0, 1)];
+        h.record(&old[0], Outcome::KeyRefused(401), Duration::ZERO);
+        assert!(h.plan(&old).is_empty());
+        let mut fixed = (*old[0]).clone();
+        fixed.key = Some("a new key".into());
+        let new = [Arc::new(fixed)];
+        assert_eq!(h.view(&new)[0].state, State::Healthy);
+        assert_eq!(names(&h.plan(&new)), ["a"]);
+        // A call that started on the old config reports late: ignored.
+        h.record(&old[0], Outcome::KeyRefused(401), Duration::ZERO);
+        assert_eq!(names(&h.plan(&new)), ["a"]);
+        h.forget_removed(&[]);
+        assert_eq!(h.view(&new)[0].attempts, 0);
     }
 
     #[test]
@@ -408,10 +468,18 @@ mod tests {
         let (h, _) = health();
         let channels = [channel("a", 0, 1)];
         for i in 1..=8u64 {
-            h.record("a", Outcome::Answered, Duration::from_millis(i * 10));
+            h.record(
+                &channels[0],
+                Outcome::Answered,
+                Duration::from_millis(i * 10),
+            );
         }
-        h.record("a", Outcome::Untranslatable, Duration::from_millis(1));
-        h.record("a", Outcome::Failed, Duration::from_millis(1));
+        h.record(
+            &channels[0],
+            Outcome::Untranslatable,
+            Duration::from_millis(1),
+        );
+        h.record(&channels[0], Outcome::Failed, Duration::from_millis(1));
         let v = &h.view(&channels)[0];
         assert_eq!(
             (v.recent_attempts, v.attempts, v.failures, v.untranslatable),
@@ -422,7 +490,7 @@ mod tests {
         assert_eq!(v.latency_ms_p95, Some(80));
         // The window keeps the last 10 only.
         for _ in 0..10 {
-            h.record("a", Outcome::Answered, Duration::from_millis(1));
+            h.record(&channels[0], Outcome::Answered, Duration::from_millis(1));
         }
         let v = &h.view(&channels)[0];
         assert_eq!((v.recent_attempts, v.recent_error_rate), (10, 0.0));

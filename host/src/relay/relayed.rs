@@ -118,6 +118,32 @@ impl Relayed {
     }
 }
 
+/// Whether a client event carries generated text (the answer has begun).
+pub fn carries_text(protocol: Protocol, ev: &SseEvent) -> bool {
+    let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
+        return false;
+    };
+    let mut text = String::new();
+    event_text(protocol, &data, &mut text);
+    !text.is_empty()
+}
+
+/// The message of a client event that reports an error instead of an
+/// answer: `{"error": {...}}` (OpenAI, Gemini, Anthropic's `error` event),
+/// `{"type": "error", "message"}` or a failed response (Responses).
+pub fn error_message(ev: &SseEvent) -> Option<String> {
+    let data: Value = serde_json::from_str(&ev.data).ok()?;
+    let message = |v: &Value| v["message"].as_str().unwrap_or("no message").to_string();
+    if data["error"].is_object() {
+        return Some(message(&data["error"]));
+    }
+    match data["type"].as_str() {
+        Some("error") => Some(message(&data)),
+        Some("response.failed") => Some(message(&data["response"]["error"])),
+        _ => None,
+    }
+}
+
 /// `usage` as OpenAI's chat and completions protocols show it.
 pub fn openai_usage(usage: &Usage) -> Value {
     json!({
@@ -384,6 +410,29 @@ mod tests {
                    "prompt_tokens_details": {"cached_tokens": 0},
                    "completion_tokens_details": {"reasoning_tokens": 0}}})
         );
+    }
+
+    #[test]
+    fn error_events_and_the_first_text_are_recognised() {
+        let ev = |v: Value| SseEvent {
+            event: None,
+            data: v.to_string(),
+        };
+        let openai = ev(json!({"error": {"message": "overloaded", "type": "server_error"}}));
+        assert_eq!(error_message(&openai).as_deref(), Some("overloaded"));
+        let anthropic =
+            ev(json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}));
+        assert_eq!(error_message(&anthropic).as_deref(), Some("busy"));
+        let responses =
+            ev(json!({"type": "response.failed", "response": {"error": {"message": "no"}}}));
+        assert_eq!(error_message(&responses).as_deref(), Some("no"));
+        let role = ev(json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}));
+        assert_eq!(error_message(&role), None);
+        assert!(!carries_text(Protocol::OpenaiChat, &role));
+        let hi = ev(json!({"choices": [{"delta": {"content": "Hi"}}]}));
+        assert!(carries_text(Protocol::OpenaiChat, &hi));
+        let start = ev(json!({"type": "message_start", "message": {"content": []}}));
+        assert!(!carries_text(Protocol::AnthropicMessages, &start));
     }
 
     #[test]

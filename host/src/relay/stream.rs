@@ -1,13 +1,15 @@
 //! Relaying a streamed answer: vendor bytes → whole events (host framing) →
 //! the adapter's stream translator → client events, as they arrive.
 //!
-//! Nothing is committed before the vendor's stream has produced something
-//! for the client: [`start`] reads vendor events until the first one
-//! translates to client events (or the stream ends whole), and only then is
-//! the `200` and that first event sent. A failure before that point — the
-//! stream breaks, stalls, ends cut, or the translator fails — is the
-//! attempt's failure, and the call moves on to the next channel; a fallback
-//! never follows a `200` or a `message_start` from a failed attempt.
+//! Nothing is committed before the vendor's stream has produced the
+//! answer's first text for the client: [`start`] reads vendor events,
+//! holding the client events before the text (a role chunk, a
+//! `message_start`), until one carries text (or the stream ends whole), and
+//! only then are the `200` and the held events sent. A failure before that
+//! point — the stream breaks, stalls, ends cut, opens with an error event,
+//! or the translator fails — is the attempt's failure, and the call moves
+//! on to the next channel; a fallback never follows a `200` or a
+//! `message_start` from a failed attempt.
 //!
 //! A background task owns the vendor stream, the guest store and the call's
 //! [`Charge`]. If the client goes away — it disconnects, or stops reading
@@ -25,11 +27,10 @@
 //! gets one with that count.
 
 use super::charge::Charge;
-use super::relayed::Relayed;
+use super::relayed::{self, Relayed};
 use super::text::sse_headers;
 use crate::error::{ApiError, REQUEST_ID};
-use crate::plugins::bindings::types::PluginError;
-use crate::plugins::bindings::types::SseEvent;
+use crate::plugins::bindings::types::{PluginError, Protocol, SseEvent};
 use crate::plugins::session::{AdapterError, AdapterSession, StreamClose};
 use crate::protocol::ClientProtocol;
 use crate::sse;
@@ -60,25 +61,36 @@ pub(crate) struct Opened {
 /// Why a stream could not start.
 pub(crate) enum StartFailed {
     /// The vendor's stream broke, stalled or ended cut before its first
-    /// event: another channel may do better.
+    /// event, or opened with an error event: another channel may do better.
     Vendor(ApiError),
     /// The adapter could not translate what the vendor sent (an answer the
     /// vendor made, so it is counted against the channel).
     Untranslatable(AdapterError),
-    /// The vendor's first event was an error (in a `200` stream).
+    /// The vendor's stream opened with an error the adapter reported (as
+    /// final, since mid-answer it would be; before anything went out
+    /// another channel may be tried).
     Refused(AdapterError),
 }
 
-/// Reads the vendor's stream until it has something for the client; see the
-/// module's doc.
+/// Client events held before the answer's first text: a stream whose
+/// opening events (a role chunk, a `message_start`, pings) go on longer
+/// than this is committed anyway.
+const HELD_EVENTS: usize = 16;
+
+/// Reads the vendor's stream until it has the answer's first text for the
+/// client (holding the client events before it: a role chunk, a
+/// `message_start`), or ends whole; see the module's doc. An error event
+/// before the first text fails the attempt.
 pub(crate) async fn start(
     mut session: AdapterSession,
     translator: ResourceAny,
     upstream: reqwest::Response,
+    protocol: Protocol,
     idle_timeout: Duration,
 ) -> Result<Opened, StartFailed> {
     let mut events: VendorEvents =
         Box::pin(sse::events(upstream.bytes_stream(), sse::DEFAULT_MAX_PENDING).fuse());
+    let mut first: Vec<SseEvent> = Vec::new();
     loop {
         let ev = match tokio::time::timeout(idle_timeout, events.next()).await {
             Err(_) => {
@@ -92,14 +104,14 @@ pub(crate) async fn start(
                 ))))
             }
             Ok(None) => {
-                // Over before anything for the client: a whole (empty)
+                // Over before any text for the client: a whole (empty)
                 // answer, or a cut one.
                 return match session.finish(translator).await {
                     Ok(end) if end.complete => Ok(Opened {
                         session,
                         translator,
                         events,
-                        first: Vec::new(),
+                        first,
                         ended: Some(end),
                     }),
                     Ok(_) => Err(StartFailed::Vendor(ApiError::UpstreamIncomplete)),
@@ -111,18 +123,28 @@ pub(crate) async fn start(
                 data: ev.data,
             },
         };
-        match session.push(translator, &ev).await {
-            Ok(out) if out.is_empty() => continue,
-            Ok(first) => {
-                return Ok(Opened {
-                    session,
-                    translator,
-                    events,
-                    first,
-                    ended: None,
-                })
-            }
+        let out = match session.push(translator, &ev).await {
+            Ok(out) => out,
             Err(e) => return Err(untranslatable(e)),
+        };
+        if let Some(message) = out.iter().find_map(relayed::error_message) {
+            return Err(StartFailed::Vendor(ApiError::Upstream {
+                status: 502,
+                code: "upstream_error".into(),
+                message: format!("the upstream's stream opened with an error: {message}"),
+                retry_after: None,
+            }));
+        }
+        let text = out.iter().any(|ev| relayed::carries_text(protocol, ev));
+        first.extend(out);
+        if text || first.len() >= HELD_EVENTS {
+            return Ok(Opened {
+                session,
+                translator,
+                events,
+                first,
+                ended: None,
+            });
         }
     }
 }
@@ -176,8 +198,18 @@ struct Client {
 
 impl Client {
     /// Hands `events` to the connection (waiting while it is full: a slow
-    /// reader slows the vendor down); false once the client is gone.
+    /// reader slows the vendor down) and counts their text; false once the
+    /// client is gone.
     async fn send(&mut self, events: &[SseEvent]) -> bool {
+        let sent = self.deliver(events).await;
+        if sent {
+            self.relayed.observe(events);
+        }
+        sent
+    }
+
+    /// Hands `events` to the connection without counting them.
+    async fn deliver(&mut self, events: &[SseEvent]) -> bool {
         if self.gone {
             return false;
         }
@@ -189,7 +221,6 @@ impl Client {
             self.gone = true;
             return false;
         }
-        self.relayed.observe(events);
         true
     }
 }
@@ -314,7 +345,10 @@ async fn pump(
         None => 200,
     };
     // Settle before the client sees the end of the stream: a call the client
-    // saw complete must never be lost to a crash in between.
+    // saw complete must never be lost to a crash in between. The closing
+    // events' text (a held last chunk) is counted with the rest.
+    client.relayed.observe(&closing);
+    let vendor_silent = usage.is_none();
     let vendor_counted = usage.as_ref().is_some_and(|u| !u.is_empty());
     match failure {
         // A stream cut after part of the answer went out is billed for that
@@ -344,7 +378,8 @@ async fn pump(
                     "the vendor reported no usage; counted by the gateway".into(),
                 )
                 .await;
-            if wants_usage {
+            // A vendor that sent a usage report of zeros has had it relayed.
+            if wants_usage && vendor_silent {
                 if let Some(chunk) = client.relayed.usage_chunk(&billed) {
                     let at = closing
                         .iter()
@@ -355,5 +390,5 @@ async fn pump(
             }
         }
     }
-    client.send(&closing).await;
+    client.deliver(&closing).await;
 }

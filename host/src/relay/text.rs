@@ -18,6 +18,7 @@ use crate::error::{ApiError, UpstreamRetry};
 use crate::plugins::bindings::types::PluginError;
 use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting};
 use crate::plugins::registry::{AdapterPlugin, PolicyPlugin, Registry};
+use crate::plugins::sandbox::GuestFailure;
 use crate::plugins::session::{
     guest_headers, run_policies, AdapterError, AdapterSession, AnswerMode, MappedError,
     OutboundBody,
@@ -75,7 +76,7 @@ pub fn forwarded_headers(headers: &HeaderMap) -> Vec<Header> {
 pub async fn serve(
     state: SharedState,
     caller: Caller,
-    req: TextRequest,
+    mut req: TextRequest,
 ) -> Result<Response, ApiError> {
     let catalog = state.catalog();
     let model = catalog
@@ -113,7 +114,7 @@ pub async fn serve(
     )
     .await?;
     if req.protocol.is_chat() {
-        charge.count_prompt_of(req.protocol.protocol, req.body.clone());
+        charge.count_prompt_of(req.protocol.protocol, req.body.clone(), req.lease.take());
     }
     try_channels(&state, &registry, &channels, &policies, &req, charge).await
 }
@@ -121,12 +122,14 @@ pub async fn serve(
 /// How one channel's attempt ended, when it did not answer. Nothing has
 /// reached the client yet either way.
 ///
-/// The rules (README, *Channels: failover and health*): a connect error, a timeout, a vendor's
-/// 429 or 5xx, a vendor's 401 or 403 (the channel's key is refused), an
-/// adapter that traps, runs out of time or memory or gives output the host
-/// refuses, an adapter that does not support the request, and a `2xx`
-/// answer that cannot be translated all move the call to the next channel;
-/// a request the adapter or the vendor refuses as invalid ends it.
+/// The rules (README, *Channels: failover and health*): a connect error, a
+/// timeout, a vendor's 408, 429 or 5xx, a refused key, any vendor error the
+/// adapter calls retryable (a model missing on this channel), an adapter
+/// that traps, runs out of time or memory or gives output the host refuses,
+/// an adapter that does not support the request, and a `2xx` answer that
+/// cannot be translated all move the call to the next channel; a request
+/// the adapter or the vendor refuses as invalid ends it, and so do the
+/// gateway's own adapter instances all being busy.
 struct Failed {
     error: ApiError,
     /// Another channel may succeed.
@@ -194,21 +197,30 @@ impl Failed {
     }
 
     /// A vendor's error answer: its status and the adapter's reading decide.
-    fn vendor(status: StatusCode, adapter_says_retry: bool, error: ApiError) -> Failed {
-        let code = status.as_u16();
-        let (next, health) = match code {
-            401 | 403 => (true, Outcome::KeyRefused(code)),
-            _ if adapter_says_retry || vendor_status_retryable(status) => (true, Outcome::Failed),
+    fn vendor(status: StatusCode, mapped_retry: bool, error: ApiError) -> Failed {
+        let key_refused = matches!(&error, ApiError::Upstream { code, .. } if code == AUTH_FAILED);
+        let health = if key_refused {
+            Outcome::KeyRefused(status.as_u16())
+        } else if status == StatusCode::NOT_FOUND {
+            // A model missing on this channel says nothing of its health
+            // for the others it serves.
+            Outcome::Answered
+        } else if mapped_retry || vendor_status_retryable(status) {
+            Outcome::Failed
+        } else {
             // The vendor answered: the request was at fault.
-            _ => (false, Outcome::Answered),
+            Outcome::Answered
         };
         Failed {
             error,
-            next,
+            next: key_refused || mapped_retry || vendor_status_retryable(status),
             health: Some(health),
         }
     }
 }
+
+/// The adapters' code for a vendor that refused the channel's credential.
+const AUTH_FAILED: &str = "upstream_auth_failed";
 
 /// Whether a vendor's error status lets the call try the next channel,
 /// whatever the adapter says: timeouts, rate limits and server errors are
@@ -247,18 +259,27 @@ async fn try_channels(
     mut charge: Charge,
 ) -> Result<Response, ApiError> {
     let mut last_error = ApiError::NoChannel(req.model.clone());
-    for channel in &state.health.plan(channels) {
+    // Only channels that can serve this protocol are planned (a probe let
+    // through must be tried).
+    let usable: Vec<Arc<ChannelConfig>> = channels
+        .iter()
+        .filter(|channel| match registry.adapters.get(&channel.adapter) {
+            Some(plugin) => plugin.client_protocols.contains(&req.protocol.protocol),
+            None => {
+                tracing::error!(
+                    "channel `{}` uses adapter `{}`, which is not loaded",
+                    channel.name,
+                    channel.adapter
+                );
+                false
+            }
+        })
+        .cloned()
+        .collect();
+    for channel in &state.health.plan(&usable) {
         let Some(plugin) = registry.adapters.get(&channel.adapter) else {
-            tracing::error!(
-                "channel `{}` uses adapter `{}`, which is not loaded",
-                channel.name,
-                channel.adapter
-            );
             continue;
         };
-        if !plugin.client_protocols.contains(&req.protocol.protocol) {
-            continue;
-        }
         charge.at_channel(&channel.name);
         let ctx = RequestCtx {
             client_protocol: req.protocol.protocol,
@@ -283,9 +304,7 @@ async fn try_channels(
             Err(failed) => failed.health,
         };
         if let Some(outcome) = health {
-            state
-                .health
-                .record(&channel.name, outcome, started.elapsed());
+            state.health.record(channel, outcome, started.elapsed());
         }
         match result {
             Ok(Answer::Plain {
@@ -382,12 +401,19 @@ async fn settle_silent(
         .await;
     let shows_usage = matches!(protocol, Protocol::OpenaiChat | Protocol::OpenaiCompletions);
     match answer.as_mut().and_then(|a| a.as_object_mut()) {
-        Some(a) if shows_usage && a.get("usage").is_none_or(|u| !u.is_object()) => {
+        Some(a) if shows_usage && a.get("usage").is_none_or(reports_nothing) => {
             a.insert("usage".into(), relayed::openai_usage(&billed));
             serde_json::to_vec(a).unwrap_or(body)
         }
         _ => body,
     }
+}
+
+/// Whether an OpenAI `usage` member says nothing: absent, not an object, or
+/// no tokens at all.
+fn reports_nothing(usage: &serde_json::Value) -> bool {
+    let tokens = |k: &str| usage[k].as_u64().unwrap_or(0);
+    !usage.is_object() || tokens("prompt_tokens") + tokens("completion_tokens") == 0
 }
 
 /// One channel: translate, apply the policies, send, and read or open the
@@ -405,7 +431,16 @@ async fn attempt(
     let stop = Failed::stop;
     let mut session = AdapterSession::start(sandbox, plugin, &ctx.request_id)
         .await
-        .map_err(|e| Failed::retry(e.into()))?;
+        .map_err(|e| match e {
+            // The gateway's own instances are all busy: no channel is to
+            // blame, and another would find the same (a 503 with a hint).
+            GuestFailure::Capacity(_) => Failed {
+                error: e.into(),
+                next: false,
+                health: None,
+            },
+            e => Failed::retry(e.into()),
+        })?;
     let mut outbound = session
         .translate_request(&ctx, &req.body)
         .await
@@ -517,14 +552,25 @@ async fn attempt(
             .open_stream(&ctx, &adapter_state)
             .await
             .map_err(|e| Failed::retry(e.into()))?;
-        return match stream::start(session, translator, resp, limits.stream_idle_timeout).await {
+        let started = stream::start(
+            session,
+            translator,
+            resp,
+            req.protocol.protocol,
+            limits.stream_idle_timeout,
+        );
+        return match started.await {
             Ok(opened) => Ok(Answer::Stream(Box::new(opened))),
             Err(StartFailed::Vendor(e)) => {
                 tracing::warn!(channel = %channel.name, "the vendor's stream failed before its first event: {e}");
                 Err(Failed::retry(e))
             }
-            Err(StartFailed::Untranslatable(e) | StartFailed::Refused(e)) => {
-                Err(Failed::untranslatable(channel, e))
+            Err(StartFailed::Untranslatable(e)) => Err(Failed::untranslatable(channel, e)),
+            // The adapter calls an error in a stream final (it cannot be
+            // undone mid-answer); before anything went out it can.
+            Err(StartFailed::Refused(e)) => {
+                tracing::warn!(channel = %channel.name, "the vendor's stream opened with an error: {e}");
+                Err(Failed::retry(e.into()))
             }
         };
     }

@@ -92,6 +92,7 @@ impl FaultSpec {
             "malformed" => Ok(Fault::Malformed),
             "cut" => Ok(Fault::Cut),
             "truncate" => Ok(Fault::Truncate),
+            "error_event" => Ok(Fault::ErrorEvent),
             other => Err(format!("unknown fault {other:?}")),
         }
     }
@@ -138,6 +139,7 @@ mod tests {
         );
         assert_eq!(spec(json!({"fault": "cut"})), Ok(Fault::Cut));
         assert_eq!(spec(json!({"fault": "truncate"})), Ok(Fault::Truncate));
+        assert_eq!(spec(json!({"fault": "error_event"})), Ok(Fault::ErrorEvent));
         assert!(spec(json!({"fault": "status"})).is_err());
         assert!(spec(json!({"fault": "latency"})).is_err());
         assert!(spec(json!({"fault": "explode"})).is_err());

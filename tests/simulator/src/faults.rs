@@ -38,6 +38,11 @@ pub enum Fault {
     /// without its protocol's finish marker (no `[DONE]`, no
     /// `message_stop`, no `finishReason`). Non-streamed answers are normal.
     Truncate,
+    /// A 200 stream that reports an error instead of the answer: OpenAI a
+    /// role chunk then `data: {"error": ...}`, Anthropic a `message_start`
+    /// then an `error` event (`overloaded_error`), Gemini a chunk with
+    /// `error`. Non-streamed answers are normal.
+    ErrorEvent,
 }
 
 /// `[[sim:...]]` directives found in the last user message.

@@ -74,8 +74,10 @@
 //! - `POST /_sim/faults`: queue a fault, `{"fault": "status", "status": 429,
 //!   "count": 1}`; `fault` is one of `status` (`status` may also be
 //!   `"429-quota"`), `quota`, `hang`, `latency` (with `ms`), `malformed`,
-//!   `cut`, `truncate`; `count` defaults to 1. `DELETE /_sim/faults` empties
-//!   the queue.
+//!   `cut`, `truncate`, `error_event` (a 200 stream that reports an error
+//!   instead of the answer: OpenAI a role chunk then `{"error": ...}`,
+//!   Anthropic `message_start` then `overloaded_error`); `count` defaults
+//!   to 1. `DELETE /_sim/faults` empties the queue.
 //!
 //! Directives, anywhere in the last user message, removed from the text
 //! before the reply is computed; several may be combined, also as

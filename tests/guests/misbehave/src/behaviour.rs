@@ -14,7 +14,7 @@ pub enum Behaviour {
     /// `garbage-response`: `translate-response` returns an impossible answer.
     GarbageResponse,
     /// `loop-stream`: the stream translator's `push` never returns from
-    /// the second event on.
+    /// the third event on.
     LoopStream,
     /// Anything else: a well-behaved OpenAI passthrough.
     Normal,

@@ -85,8 +85,8 @@ impl Guest for Misbehave {
 }
 
 /// The driver's stream translator; under `loop-stream` its `push` never
-/// returns from the second event on (the first is translated, so the
-/// stream has begun for the client).
+/// returns from the third event on (the role chunk and the first words are
+/// translated, so the stream has begun for the client).
 pub struct Translator {
     inner: StreamDriver<Plain>,
     spin_on_push: bool,
@@ -104,7 +104,7 @@ impl GuestStreamTranslator for Translator {
 
     fn push(&self, ev: SseEvent) -> Result<Vec<SseEvent>, PluginError> {
         self.pushed.set(self.pushed.get() + 1);
-        if self.spin_on_push && self.pushed.get() > 1 {
+        if self.spin_on_push && self.pushed.get() > 2 {
             sabotage::spin_forever();
         }
         self.inner.push(ev)

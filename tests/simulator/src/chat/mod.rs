@@ -200,6 +200,9 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
     if fault == Some(Fault::Malformed) {
         return malformed(state, req.stream, framing, wire);
     }
+    if fault == Some(Fault::ErrorEvent) && req.stream {
+        return error_event(state, framing, wire);
+    }
     let cut = fault == Some(Fault::Cut);
     let truncate = fault == Some(Fault::Truncate) && req.stream;
 
@@ -297,6 +300,40 @@ fn without_usage(rendered: Rendered) -> Rendered {
             finish_at,
         },
     }
+}
+
+/// A 200 stream that reports an error instead of the answer (see
+/// [`Fault::ErrorEvent`]).
+fn error_event(state: &SimState, framing: Framing, wire: Wire) -> Response {
+    let events = match wire {
+        Wire::OpenAi => vec![
+            Out::data(
+                r#"{"id":"chatcmpl-error","object":"chat.completion.chunk","created":0,"model":"sim","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            ),
+            Out::data(
+                r#"{"error":{"message":"The server is overloaded","type":"server_error","param":null,"code":null}}"#,
+            ),
+        ],
+        Wire::Anthropic => vec![
+            Out::named(
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"msg_error","type":"message","role":"assistant","model":"sim","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+            ),
+            Out::named(
+                "error",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ),
+        ],
+        Wire::Gemini { .. } => vec![Out::data(
+            r#"{"error":{"code":503,"message":"The model is overloaded","status":"UNAVAILABLE"}}"#,
+        )],
+    };
+    event_stream(sse::paced(
+        sse::frame_events(&events, framing),
+        None,
+        false,
+        state.shutdown.clone(),
+    ))
 }
 
 /// A 200 whose body breaks mid-JSON, in the protocol's own framing: OpenAI
