@@ -111,6 +111,16 @@ fn guest_then_backup() -> Setup {
     )
 }
 
+/// The settlements in an account's ledger.
+fn settlements(ledger: &Value) -> usize {
+    ledger["ledger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "settle")
+        .count()
+}
+
 /// The call was answered by `channel`, billed once, and the books add up.
 async fn answered_once_by(env: &Env, account: &str, rid: &str, channel: &str) {
     let row = usage_row(env, rid).await;
@@ -118,12 +128,7 @@ async fn answered_once_by(env: &Env, account: &str, rid: &str, channel: &str) {
     assert_eq!(row["channel"], channel, "{row}");
     let l = ledger(env, account).await;
     assert_eq!(l["balance"], l["ledger_sum"]);
-    let settles = l["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "settle")
-        .count();
+    let settles = settlements(&l);
     let calls = env
         .admin(reqwest::Method::GET, "/admin/v1/usage?limit=1000", None)
         .await
@@ -333,13 +338,7 @@ async fn traffic_leaves_a_failing_channel_and_splits_by_weight_with_every_call_b
     }
     let l = ledger(&env, &account).await;
     assert_eq!(l["balance"], l["ledger_sum"]);
-    let settles = l["ledger"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["kind"] == "settle")
-        .count();
-    assert_eq!(settles, ids.len(), "one settlement per call");
+    assert_eq!(settlements(&l), ids.len(), "one settlement per call");
     eprintln!("calls by channel: {by_channel:?}");
     assert_eq!(by_channel.get("failing"), None);
     let (slow_calls, healthy_calls) = (by_channel["slow"], by_channel["healthy"]);
