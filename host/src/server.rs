@@ -93,11 +93,6 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         .tcp_nodelay(true)
         .build()?;
 
-    // The models' tokenizers are built in the background now, not by the
-    // first call whose vendor is silent.
-    let encodings: std::collections::HashSet<_> =
-        config.models.iter().map(|m| m.tokenizer).collect();
-    tokio::task::spawn_blocking(move || encodings.into_iter().for_each(|e| e.warm()));
     let first_seen = store
         .first_seen(crate::state::model_names(&config), now)
         .await

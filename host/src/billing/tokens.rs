@@ -63,7 +63,9 @@ impl Encoding {
     }
 
     /// The encoding's tables, built on first use (a few hundred
-    /// milliseconds, once per process) and shared after.
+    /// milliseconds and some 70 MB for `o200k_base`, once per process) and
+    /// shared after. Not built at start: a gateway whose vendors all report
+    /// usage never needs them.
     fn bpe(self) -> &'static CoreBPE {
         use tiktoken_rs::*;
         match self {
@@ -91,12 +93,6 @@ impl Encoding {
             );
             (text.len() as u64).div_ceil(4)
         })
-    }
-
-    /// Builds the encoding's tables now (a few hundred milliseconds), so
-    /// that the first call that needs them does not wait.
-    pub fn warm(self) {
-        let _ = self.bpe();
     }
 }
 
