@@ -18,8 +18,9 @@ pub struct Usage {
     pub reasoning_tokens: u64,
     /// Non-token quantities (images, audio, search units, ...).
     pub meters: Vec<Meter>,
-    /// The gateway measured this itself because the vendor's answer said
-    /// nothing (a transcription's audio length); recorded on the usage row.
+    /// The gateway measured some of this itself because the vendor's answer
+    /// said nothing (a transcription's audio length, tokens counted with the
+    /// model's tokenizer: `billing::tokens`); recorded on the usage row.
     pub counted_by_gateway: bool,
 }
 
