@@ -92,18 +92,13 @@ pub(crate) async fn start(
         Box::pin(sse::events(upstream.bytes_stream(), sse::DEFAULT_MAX_PENDING).fuse());
     let mut first: Vec<SseEvent> = Vec::new();
     loop {
-        let ev = match tokio::time::timeout(idle_timeout, events.next()).await {
-            Err(_) => {
-                return Err(StartFailed::Vendor(ApiError::UpstreamTimeout(
-                    idle_timeout.as_secs(),
-                )))
-            }
-            Ok(Some(Err(e))) => {
-                return Err(StartFailed::Vendor(ApiError::UpstreamUnreachable(format!(
-                    "the stream broke before its first event: {e}"
-                ))))
-            }
-            Ok(None) => {
+        let next = next_event(
+            &mut events,
+            idle_timeout,
+            "the stream broke before its first event",
+        );
+        let ev = match next.await.map_err(StartFailed::Vendor)? {
+            None => {
                 // Over before any text for the client: a whole (empty)
                 // answer, or a cut one.
                 return match session.finish(translator).await {
@@ -118,15 +113,12 @@ pub(crate) async fn start(
                     Err(e) => Err(untranslatable(e)),
                 };
             }
-            Ok(Some(Ok(ev))) => SseEvent {
-                event: ev.event,
-                data: ev.data,
-            },
+            Some(ev) => ev,
         };
-        let out = match session.push(translator, &ev).await {
-            Ok(out) => out,
-            Err(e) => return Err(untranslatable(e)),
-        };
+        let out = session
+            .push(translator, &ev)
+            .await
+            .map_err(untranslatable)?;
         if let Some(message) = out.iter().find_map(relayed::error_message) {
             return Err(StartFailed::Vendor(ApiError::Upstream {
                 status: 502,
@@ -146,6 +138,24 @@ pub(crate) async fn start(
                 ended: None,
             });
         }
+    }
+}
+
+/// The vendor's next event, `None` at the end of its stream; a stall of
+/// `idle_timeout` or a broken stream (described as `broke`) is the error.
+async fn next_event(
+    events: &mut VendorEvents,
+    idle_timeout: Duration,
+    broke: &str,
+) -> Result<Option<SseEvent>, ApiError> {
+    match tokio::time::timeout(idle_timeout, events.next()).await {
+        Err(_) => Err(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
+        Ok(None) => Ok(None),
+        Ok(Some(Err(e))) => Err(ApiError::UpstreamUnreachable(format!("{broke}: {e}"))),
+        Ok(Some(Ok(ev))) => Ok(Some(SseEvent {
+            event: ev.event,
+            data: ev.data,
+        })),
     }
 }
 
@@ -261,21 +271,12 @@ async fn pump(
                 client.gone = true;
                 break None;
             }
-            next = tokio::time::timeout(idle_timeout, events.next()) => next,
+            next = next_event(&mut events, idle_timeout, "the stream broke") => next,
         };
-        let next = match next {
-            Err(_) => break Some(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
+        let ev = match next {
+            Err(e) => break Some(e),
             Ok(None) => break None,
-            Ok(Some(Err(e))) => {
-                break Some(ApiError::UpstreamUnreachable(format!(
-                    "the stream broke: {e}"
-                )))
-            }
-            Ok(Some(Ok(ev))) => ev,
-        };
-        let ev = SseEvent {
-            event: next.event,
-            data: next.data,
+            Ok(Some(ev)) => ev,
         };
         match session.push(translator, &ev).await {
             Ok(out) => {

@@ -199,21 +199,20 @@ impl Failed {
     /// A vendor's error answer: its status and the adapter's reading decide.
     fn vendor(status: StatusCode, mapped_retry: bool, error: ApiError) -> Failed {
         let key_refused = matches!(&error, ApiError::Upstream { code, .. } if code == AUTH_FAILED);
+        let retry = mapped_retry || vendor_status_retryable(status);
         let health = if key_refused {
             Outcome::KeyRefused(status.as_u16())
-        } else if status == StatusCode::NOT_FOUND {
-            // A model missing on this channel says nothing of its health
-            // for the others it serves.
-            Outcome::Answered
-        } else if mapped_retry || vendor_status_retryable(status) {
+        } else if retry && status != StatusCode::NOT_FOUND {
             Outcome::Failed
         } else {
-            // The vendor answered: the request was at fault.
+            // The vendor answered: the request was at fault, or the model
+            // is missing on this channel, which says nothing of its health
+            // for the others it serves.
             Outcome::Answered
         };
         Failed {
             error,
-            next: key_refused || mapped_retry || vendor_status_retryable(status),
+            next: key_refused || retry,
             health: Some(health),
         }
     }
