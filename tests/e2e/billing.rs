@@ -217,7 +217,7 @@ async fn a_stream_cut_after_part_of_the_answer_is_billed_what_was_relayed() {
 }
 
 /// The prompt's tokens as the gateway counts them for gpt-4o-mini
-/// (`o200k_base`), and the tokens of `text`.
+/// (`o200k_base`).
 fn counted(body: &Value) -> u64 {
     tokens::prompt_tokens(
         Encoding::O200kBase,

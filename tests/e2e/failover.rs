@@ -7,66 +7,6 @@ use crate::common::*;
 use serde_json::{json, Value};
 use upstream_sim::Fault;
 
-/// A channel of a test config, written out as TOML by [`config`].
-struct Channel {
-    name: &'static str,
-    adapter: &'static str,
-    /// `{SIM_URL}` for the environment's simulator.
-    url: String,
-    key: &'static str,
-    models: &'static [&'static str],
-    /// Client model → upstream model, when they differ.
-    upstream: Option<&'static str>,
-    priority: i32,
-    weight: u32,
-}
-
-impl Channel {
-    /// An OpenAI channel on the environment's simulator serving `m`.
-    fn sim(name: &'static str) -> Channel {
-        Channel {
-            name,
-            adapter: "openai",
-            url: "{SIM_URL}".into(),
-            key: "env:E2E_SIM_KEY",
-            models: &["m"],
-            upstream: None,
-            priority: 0,
-            weight: 1,
-        }
-    }
-
-    fn toml(&self) -> String {
-        let quoted = |items: &[&str]| {
-            items
-                .iter()
-                .map(|m| format!("{m:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let mut t = format!(
-            "[[channels]]\nname = {:?}\nadapter = {:?}\nbase_url = {:?}\nkey = {:?}\n\
-             models = [{}]\npriority = {}\nweight = {}\n",
-            self.name,
-            self.adapter,
-            self.url,
-            self.key,
-            quoted(self.models),
-            self.priority,
-            self.weight
-        );
-        if let Some(up) = self.upstream {
-            let map: Vec<String> = self
-                .models
-                .iter()
-                .map(|m| format!("{m:?} = {up:?}"))
-                .collect();
-            t.push_str(&format!("model_map = {{ {} }}\n", map.join(", ")));
-        }
-        t + "\n"
-    }
-}
-
 /// A config of `channels` and their models, each at 1 CNY per 1M tokens.
 fn config(channels: &[Channel], adapters: Vec<(&'static str, &'static str)>) -> Setup {
     let mut extra: String = channels.iter().map(Channel::toml).collect();

@@ -22,21 +22,15 @@ const GPT_NEW: [i64; 3] = [1_500_000, 1_500_000, 3_000_000];
 
 /// A new model on a new channel, both served by the simulator.
 fn new_model_and_channel(sim_url: &str) -> String {
+    let channel = Channel {
+        url: sim_url.into(),
+        models: &["gpt-new"],
+        upstream: Some("sim-chat"),
+        ..Channel::sim("sim-new")
+    };
     format!(
-        r#"
-[[channels]]
-name = "sim-new"
-adapter = "openai"
-base_url = "{sim_url}"
-key = "env:E2E_SIM_KEY"
-models = ["gpt-new"]
-model_map = {{ "gpt-new" = "sim-chat" }}
-
-[[models]]
-name = "gpt-new"
-input_price = "3"
-output_price = "6"
-"#
+        "{}[[models]]\nname = \"gpt-new\"\ninput_price = \"3\"\noutput_price = \"6\"\n",
+        channel.toml()
     )
 }
 

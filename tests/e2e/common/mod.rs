@@ -915,3 +915,63 @@ manual_clock = true
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// A channel of a test config (`[[channels]]`), written out by [`Channel::toml`].
+pub struct Channel {
+    pub name: &'static str,
+    pub adapter: &'static str,
+    /// `{SIM_URL}` for the environment's simulator.
+    pub url: String,
+    pub key: &'static str,
+    pub models: &'static [&'static str],
+    /// Client model → upstream model, when they differ.
+    pub upstream: Option<&'static str>,
+    pub priority: i32,
+    pub weight: u32,
+}
+
+impl Channel {
+    /// An OpenAI channel on the environment's simulator serving `m`.
+    pub fn sim(name: &'static str) -> Channel {
+        Channel {
+            name,
+            adapter: "openai",
+            url: "{SIM_URL}".into(),
+            key: "env:E2E_SIM_KEY",
+            models: &["m"],
+            upstream: None,
+            priority: 0,
+            weight: 1,
+        }
+    }
+
+    pub fn toml(&self) -> String {
+        let quoted = |items: &[&str]| {
+            items
+                .iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut t = format!(
+            "[[channels]]\nname = {:?}\nadapter = {:?}\nbase_url = {:?}\nkey = {:?}\n\
+             models = [{}]\npriority = {}\nweight = {}\n",
+            self.name,
+            self.adapter,
+            self.url,
+            self.key,
+            quoted(self.models),
+            self.priority,
+            self.weight
+        );
+        if let Some(up) = self.upstream {
+            let map: Vec<String> = self
+                .models
+                .iter()
+                .map(|m| format!("{m:?} = {up:?}"))
+                .collect();
+            t.push_str(&format!("model_map = {{ {} }}\n", map.join(", ")));
+        }
+        t + "\n"
+    }
+}
