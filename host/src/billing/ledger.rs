@@ -15,13 +15,12 @@
 
 use super::money::Quota;
 use crate::store::records::*;
-use crate::store::wal::{self, WalSync, WalWriter};
+use crate::store::wal::{self, Durability, SyncWait, WalSync, WalWriter};
 use crate::store::{Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::oneshot;
 
 /// Why a reservation was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,16 +44,6 @@ pub struct NewToken {
     pub ips: Option<Vec<String>>,
     pub quota_limit: Option<Quota>,
     pub expires_at: Option<i64>,
-}
-
-/// What a logged change waits for before it is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    No,
-    /// Written to the OS (survives the process dying).
-    Written,
-    /// Also fsynced (survives a power cut).
-    Synced,
 }
 
 pub fn hash_key(key: &str) -> String {
@@ -215,7 +204,9 @@ impl Ledger {
             .map(|r| r.id.clone())
             .collect();
         for id in &stale {
-            ledger.close_hold(id, 0, None, now, None)?;
+            // Logged before the first call is served; at start-up a
+            // refund waits for nothing.
+            let _ = ledger.close_hold(id, 0, None, now)?;
         }
         if !stale.is_empty() {
             tracing::warn!(
@@ -232,33 +223,25 @@ impl Ledger {
         self.books.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues the facts under the books' lock (so log order = change order).
+    /// Logs the facts under the books' lock (so log order = change order).
     fn log(
         &self,
         books: &mut Books,
         facts: Vec<Fact>,
-        wait: Wait,
-    ) -> Result<Option<oneshot::Receiver<Result<(), StoreError>>>, StoreError> {
+        durability: Durability,
+    ) -> Result<Option<SyncWait>, StoreError> {
         if facts.is_empty() {
             return Ok(None);
         }
         let seq = books.next_seq;
         books.next_seq += 1;
-        let (ack, rx) = if wait == Wait::No {
-            (None, None)
-        } else {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        };
-        self.wal.append(seq, facts, ack, wait == Wait::Synced)?;
-        Ok(rx)
+        self.wal.append(seq, facts, durability)
     }
 
-    async fn acked(
-        rx: Option<oneshot::Receiver<Result<(), StoreError>>>,
-    ) -> Result<(), StoreError> {
-        match rx {
-            Some(rx) => rx.await.map_err(|_| StoreError::WriterGone)?,
+    /// Waits for an fsync the log handed back, if any (outside the lock).
+    async fn acked(wait: Option<SyncWait>) -> Result<(), StoreError> {
+        match wait {
+            Some(w) => w.wait().await,
             None => Ok(()),
         }
     }
@@ -299,7 +282,7 @@ impl Ledger {
             }
             facts.push(Fact::Account(a.clone()));
             books.accounts.insert(a.id.clone(), a.clone());
-            rx = self.log(&mut books, facts, Wait::Synced)?;
+            rx = self.log(&mut books, facts, Durability::Synced)?;
             account = a;
         }
         Self::acked(rx).await?;
@@ -333,7 +316,7 @@ impl Ledger {
             Books::post(a, LedgerKind::TopUp, amount, note, now, None, &mut facts);
             facts.push(balance_fact(a));
             let a = a.clone();
-            (self.log(&mut books, facts, Wait::Synced)?, a)
+            (self.log(&mut books, facts, Durability::Synced)?, a)
         };
         Self::acked(rx).await?;
         Ok(Some(account))
@@ -379,7 +362,11 @@ impl Ledger {
                     reserved: 0,
                 },
             );
-            self.log(&mut books, vec![Fact::Token(token.clone())], Wait::Synced)?
+            self.log(
+                &mut books,
+                vec![Fact::Token(token.clone())],
+                Durability::Synced,
+            )?
         };
         Self::acked(rx).await?;
         Ok(Some((token, key)))
@@ -430,7 +417,7 @@ impl Ledger {
                 books.by_key.remove(&meta.key_hash);
             }
             (
-                self.log(&mut books, vec![Fact::Token(meta)], Wait::Synced)?,
+                self.log(&mut books, vec![Fact::Token(meta)], Durability::Synced)?,
                 token,
             )
         };
@@ -496,9 +483,9 @@ impl Ledger {
             // cut too. A text hold is not waited for at all — losing one in a
             // crash only drops a hold on money that was never charged.
             let how = match (wait, kind) {
-                (false, _) => Wait::No,
-                (true, ReservationKind::Video) => Wait::Synced,
-                (true, ReservationKind::Text) => Wait::Written,
+                (false, _) => Durability::Buffered,
+                (true, ReservationKind::Video) => Durability::Synced,
+                (true, ReservationKind::Text) => Durability::Written,
             };
             (self.log(&mut books, facts, how)?, res)
         };
@@ -516,9 +503,8 @@ impl Ledger {
         usage: Option<UsageRecord>,
         now: i64,
     ) -> Result<Settlement, StoreError> {
-        let (tx, rx) = oneshot::channel();
-        let out = self.close_hold(hold_id, cost, usage, now, Some(tx))?;
-        rx.await.map_err(|_| StoreError::WriterGone)??;
+        let (out, wait) = self.close_hold(hold_id, cost, usage, now)?;
+        Self::acked(wait).await?;
         Ok(out)
     }
 
@@ -528,8 +514,7 @@ impl Ledger {
         cost: Quota,
         usage: Option<UsageRecord>,
         now: i64,
-        ack: Option<wal::Ack>,
-    ) -> Result<Settlement, StoreError> {
+    ) -> Result<(Settlement, Option<SyncWait>), StoreError> {
         let mut books = self.lock();
         let mut facts = Vec::new();
         let mut out = Settlement::default();
@@ -599,16 +584,13 @@ impl Ledger {
             books.next_usage_seq += 1;
             facts.push(Fact::Usage(u));
         }
-        if facts.is_empty() {
-            if let Some(ack) = ack {
-                let _ = ack.send(Ok(()));
-            }
-            return Ok(out);
-        }
-        let seq = books.next_seq;
-        books.next_seq += 1;
-        self.wal.append(seq, facts, ack, sync)?;
-        Ok(out)
+        let durability = if sync {
+            Durability::Synced
+        } else {
+            Durability::Written
+        };
+        let wait = self.log(&mut books, facts, durability)?;
+        Ok((out, wait))
     }
 
     /// Money on hold for an account's calls in flight.

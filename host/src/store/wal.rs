@@ -2,9 +2,10 @@
 //!
 //! Every change to accounts, tokens, holds and usage is first appended here as
 //! one JSON line `{"seq": N, "facts": [...]}`; a background checkpointer then
-//! folds the facts into redb in large batches. This keeps the per-call cost
-//! of billing to one buffered `write(2)` shared by every call in flight,
-//! instead of two redb transactions per call.
+//! folds the facts into redb in large batches. The call that changes the
+//! books writes its own line (one `write(2)`, see [`WalWriter`]), so the
+//! per-call cost of billing is that write: no thread hand-off, no wake-up,
+//! and no redb transaction per call.
 //!
 //! Durability, by `[billing] wal_sync`:
 //! - `batched` (default): a change is acknowledged once it is written to the
@@ -25,18 +26,21 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// How often the `batched` mode fsyncs.
 const SYNC_EVERY: Duration = Duration::from_millis(10);
 /// How often the checkpointer folds facts into redb.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-/// A checkpoint happens sooner once this many facts wait.
-const CHECKPOINT_FACTS: usize = 50_000;
 /// A new segment starts once the current one is this large.
 const SEGMENT_BYTES: u64 = 32 * 1024 * 1024;
+/// Records that need no acknowledgement wait in memory until the next
+/// acknowledged one, or until this many bytes have gathered.
+const BUFFER_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,57 +55,182 @@ pub struct Record {
     pub facts: Vec<Fact>,
 }
 
+/// A record as written: the facts are borrowed, then handed to the
+/// checkpointer without a copy.
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    seq: u64,
+    facts: &'a [Fact],
+}
+
 pub type Ack = oneshot::Sender<Result<(), StoreError>>;
 
-enum Msg {
-    Append {
-        record: Record,
-        ack: Option<Ack>,
-        /// Acknowledge only after fsync, whatever the mode (money held for
-        /// hours, like a video task's, must survive a power cut too).
-        sync: bool,
-    },
-    /// Acknowledged once everything before it is in redb.
-    Checkpoint(Ack),
+/// How durable a record must be before `append` returns (or, for
+/// `Synced`, before the returned [`SyncWait`] resolves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// May wait in memory for the next acknowledged record: a crash can
+    /// lose it (a text call's hold, which only ever held money back).
+    Buffered,
+    /// Written to the operating system: survives the process dying.
+    Written,
+    /// Also fsynced: survives a power cut.
+    Synced,
 }
 
-enum CheckpointMsg {
-    /// One writer batch: the records' facts in order, and the last sequence
-    /// number among them (one message per batch, so one wake-up).
-    Facts(u64, Vec<Fact>),
-    Now(Ack),
+/// An fsync the caller still has to wait for (run on the blocking pool, so
+/// no async worker and no other writer waits on the disk).
+#[must_use = "a synced record is durable only once this is awaited"]
+pub struct SyncWait(Arc<File>);
+
+impl SyncWait {
+    pub async fn wait(self) -> Result<(), StoreError> {
+        let file = self.0;
+        let synced = tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        if let Err(e) = synced {
+            fatal(&format!("fsync failed: {e}"));
+        }
+        Ok(())
+    }
 }
 
-/// Sends records to the writer thread.
+/// The log's open segment and what redb does not hold yet.
+struct Log {
+    dir: PathBuf,
+    segment: Segment,
+    sync: WalSync,
+    /// Encoded records not written yet (only ever `Buffered` ones).
+    buf: Vec<u8>,
+    /// Facts logged but not yet folded into redb, in log order, and the
+    /// last sequence number among them.
+    unapplied: Vec<Fact>,
+    unapplied_seq: u64,
+    /// Full segments, with their last sequence number, kept until redb
+    /// holds all of it.
+    closed: Vec<(PathBuf, u64)>,
+}
+
+impl Log {
+    /// Writes the buffered records with one `write(2)`.
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        if let Err(e) = (&*self.segment.file).write_all(&self.buf) {
+            fatal(&format!(
+                "writing {} failed: {e}",
+                self.segment.path.display()
+            ));
+        }
+        self.segment.bytes += self.buf.len() as u64;
+        self.buf.clear();
+        if self.segment.bytes >= SEGMENT_BYTES {
+            self.rotate();
+        }
+    }
+
+    fn rotate(&mut self) {
+        if let Err(e) = self.segment.file.sync_data() {
+            fatal(&format!(
+                "fsync of {} failed: {e}",
+                self.segment.path.display()
+            ));
+        }
+        match Segment::create(&self.dir, self.segment.last_seq + 1) {
+            Ok(next) => {
+                let old = std::mem::replace(&mut self.segment, next);
+                self.closed.push((old.path, old.last_seq));
+            }
+            Err(e) => tracing::error!("cannot start a new ledger log segment: {e}"),
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.flush();
+        let _ = self.segment.file.sync_data();
+    }
+}
+
+struct Shared {
+    log: Mutex<Log>,
+    /// Written since the last fsync (the `batched` mode's syncer reads it).
+    dirty: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        // A holder that panicked left the log as it was between records.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Appends records to the log. Cheap to clone.
+///
+/// The caller writes its own record (one `write(2)` under a mutex held for
+/// the encoding and the write, a few microseconds), so acknowledging a
+/// change costs no thread wake-up: the background threads only fsync every
+/// `SYNC_EVERY` and fold facts into redb every `CHECKPOINT_EVERY`, each on
+/// its own clock, never once per call.
 #[derive(Clone)]
 pub struct WalWriter {
-    tx: mpsc::Sender<Msg>,
+    shared: Arc<Shared>,
+    checkpoints: mpsc::Sender<Ack>,
 }
 
 impl WalWriter {
-    /// Queues a record; `ack` (if any) fires once it is as durable as the
-    /// configured mode promises. Records are written in the order queued.
+    /// Logs a record. Records are logged in the order of the calls (the
+    /// ledger calls this under its own lock, so log order is the order
+    /// the books changed in). Returns once the record is as durable as
+    /// `durability` asks, except that `Synced` hands back the fsync to
+    /// await.
     pub fn append(
         &self,
         seq: u64,
         facts: Vec<Fact>,
-        ack: Option<Ack>,
-        sync: bool,
-    ) -> Result<(), StoreError> {
-        self.tx
-            .send(Msg::Append {
-                record: Record { seq, facts },
-                ack,
-                sync,
-            })
-            .map_err(|_| StoreError::WriterGone)
+        durability: Durability,
+    ) -> Result<Option<SyncWait>, StoreError> {
+        let mut log = self.shared.lock();
+        if let Err(e) = serde_json::to_writer(&mut log.buf, &RecordOut { seq, facts: &facts }) {
+            fatal(&format!("cannot encode a ledger record: {e}"));
+        }
+        log.buf.push(b'\n');
+        log.segment.last_seq = log.segment.last_seq.max(seq);
+        log.unapplied_seq = log.unapplied_seq.max(seq);
+        log.unapplied.extend(facts);
+        let durability = match (durability, log.sync) {
+            (Durability::Written, WalSync::Always) => Durability::Synced,
+            (d, _) => d,
+        };
+        match durability {
+            Durability::Buffered => {
+                if log.buf.len() >= BUFFER_BYTES {
+                    log.flush();
+                    self.shared.dirty.store(true, Ordering::Release);
+                }
+                Ok(None)
+            }
+            Durability::Written => {
+                log.flush();
+                self.shared.dirty.store(true, Ordering::Release);
+                Ok(None)
+            }
+            Durability::Synced => {
+                log.flush();
+                Ok(Some(SyncWait(log.segment.file.clone())))
+            }
+        }
     }
 
-    /// Waits until everything queued so far is in redb.
+    /// Waits until everything logged so far is in redb.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Msg::Checkpoint(tx))
+        self.checkpoints
+            .send(tx)
             .map_err(|_| StoreError::WriterGone)?;
         rx.await.map_err(|_| StoreError::WriterGone)?
     }
@@ -199,7 +328,7 @@ pub fn recover(
 
 struct Segment {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     bytes: u64,
     last_seq: u64,
 }
@@ -214,15 +343,15 @@ impl Segment {
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
         Ok(Segment {
             path,
-            file,
+            file: Arc::new(file),
             bytes: 0,
             last_seq: first_seq.saturating_sub(1),
         })
     }
 }
 
-/// Starts the writer and checkpointer threads; `next_seq` is the first
-/// sequence number the caller will use.
+/// Opens a new segment and starts the fsync and checkpoint threads;
+/// `next_seq` is the first sequence number the caller will use.
 pub fn start(
     dir: &Path,
     store: Store,
@@ -231,183 +360,47 @@ pub fn start(
     apply: fn(&redb::WriteTransaction, &[Fact]) -> Result<(), StoreError>,
 ) -> Result<WalWriter, StoreError> {
     let segment = Segment::create(dir, next_seq)?;
-    let (tx, rx) = mpsc::channel::<Msg>();
-    let (ctx, crx) = mpsc::channel::<CheckpointMsg>();
-    let (applied_tx, applied_rx) = mpsc::channel::<u64>();
-    let dir = dir.to_path_buf();
+    let shared = Arc::new(Shared {
+        log: Mutex::new(Log {
+            dir: dir.to_path_buf(),
+            segment,
+            sync,
+            buf: Vec::with_capacity(BUFFER_BYTES),
+            unapplied: Vec::new(),
+            unapplied_seq: 0,
+            closed: Vec::new(),
+        }),
+        dirty: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+    });
+    let (tx, rx) = mpsc::channel::<Ack>();
+    let for_sync = shared.clone();
     std::thread::Builder::new()
-        .name("ledger-wal".into())
-        .spawn(move || writer_loop(dir, segment, sync, rx, ctx, applied_rx))
+        .name("ledger-fsync".into())
+        .spawn(move || sync_loop(&for_sync))
         .map_err(|e| StoreError::Storage(e.to_string()))?;
+    let for_checkpoint = shared.clone();
     std::thread::Builder::new()
         .name("ledger-checkpoint".into())
-        .spawn(move || checkpoint_loop(store, crx, applied_tx, apply))
+        .spawn(move || checkpoint_loop(&for_checkpoint, &store, &rx, apply))
         .map_err(|e| StoreError::Storage(e.to_string()))?;
-    Ok(WalWriter { tx })
-}
-
-fn writer_loop(
-    dir: PathBuf,
-    mut segment: Segment,
-    sync: WalSync,
-    rx: mpsc::Receiver<Msg>,
-    checkpointer: mpsc::Sender<CheckpointMsg>,
-    applied: mpsc::Receiver<u64>,
-) {
-    let mut closed: Vec<(PathBuf, u64)> = Vec::new();
-    let syncer = Syncer::start(&segment);
-    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
-    loop {
-        let first = match rx.recv_timeout(SYNC_EVERY) {
-            Ok(m) => Some(m),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let mut batch: Vec<Msg> = first.into_iter().collect();
-        while let Ok(m) = rx.try_recv() {
-            batch.push(m);
-        }
-        buf.clear();
-        let mut acks = Vec::new();
-        let mut forwards = Vec::new();
-        let mut batch_facts: Vec<Fact> = Vec::new();
-        let mut batch_seq = 0u64;
-        let mut must_sync = sync == WalSync::Always;
-        for m in batch {
-            match m {
-                Msg::Append { record, ack, sync } => {
-                    must_sync |= sync;
-                    if let Err(e) = serde_json::to_writer(&mut buf, &record) {
-                        fatal(&format!("cannot encode a ledger record: {e}"));
-                    }
-                    buf.push(b'\n');
-                    segment.last_seq = segment.last_seq.max(record.seq);
-                    batch_seq = batch_seq.max(record.seq);
-                    batch_facts.extend(record.facts);
-                    acks.extend(ack);
-                }
-                // Queued behind the appends before it, so the checkpointer
-                // sees those first.
-                Msg::Checkpoint(ack) => {
-                    if !batch_facts.is_empty() {
-                        forwards.push(CheckpointMsg::Facts(
-                            batch_seq,
-                            std::mem::take(&mut batch_facts),
-                        ));
-                    }
-                    forwards.push(CheckpointMsg::Now(ack));
-                }
-            }
-        }
-        if !batch_facts.is_empty() {
-            forwards.push(CheckpointMsg::Facts(batch_seq, batch_facts));
-        }
-        if !buf.is_empty() {
-            if let Err(e) = segment.file.write_all(&buf) {
-                fatal(&format!("writing {} failed: {e}", segment.path.display()));
-            }
-            segment.bytes += buf.len() as u64;
-            if must_sync {
-                if let Err(e) = segment.file.sync_data() {
-                    fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
-                }
-            } else {
-                syncer.mark_dirty();
-            }
-        }
-        for ack in acks {
-            let _ = ack.send(Ok(()));
-        }
-        for f in forwards {
-            let _ = checkpointer.send(f);
-        }
-        if segment.bytes >= SEGMENT_BYTES {
-            if let Err(e) = segment.file.sync_data() {
-                fatal(&format!("fsync of {} failed: {e}", segment.path.display()));
-            }
-            match Segment::create(&dir, segment.last_seq + 1) {
-                Ok(next) => {
-                    syncer.follow(&next);
-                    let old = std::mem::replace(&mut segment, next);
-                    closed.push((old.path, old.last_seq));
-                }
-                Err(e) => tracing::error!("cannot start a new ledger log segment: {e}"),
-            }
-        }
-        // Segments whose every record is in redb are no longer needed.
-        while let Ok(seq) = applied.try_recv() {
-            closed.retain(|(path, last)| {
-                if *last <= seq {
-                    let _ = std::fs::remove_file(path);
-                    false
-                } else {
-                    true
-                }
-            });
-        }
-    }
-    syncer.stop();
-    let _ = segment.file.sync_data();
+    Ok(WalWriter {
+        shared,
+        checkpoints: tx,
+    })
 }
 
 /// Fsyncs the current segment every `SYNC_EVERY` when it has unsynced
-/// writes, on its own thread: the writer acknowledges after `write(2)` and
-/// must never sit in an fsync while calls wait for their acknowledgement.
-struct Syncer {
-    shared: std::sync::Arc<SyncShared>,
-}
-
-struct SyncShared {
-    file: std::sync::Mutex<Option<File>>,
-    dirty: std::sync::atomic::AtomicBool,
-    stop: std::sync::atomic::AtomicBool,
-}
-
-impl Syncer {
-    fn start(segment: &Segment) -> Syncer {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let shared = std::sync::Arc::new(SyncShared {
-            file: std::sync::Mutex::new(segment.file.try_clone().ok()),
-            dirty: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-        });
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("ledger-fsync".into())
-            .spawn(move || {
-                while !s.stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(SYNC_EVERY);
-                    if s.dirty.swap(false, Ordering::AcqRel) {
-                        let file = s.file.lock().unwrap_or_else(|p| p.into_inner());
-                        if let Some(f) = file.as_ref() {
-                            if let Err(e) = f.sync_data() {
-                                fatal(&format!("fsync of the ledger log failed: {e}"));
-                            }
-                        }
-                    }
-                }
-            });
-        if let Err(e) = spawned {
-            fatal(&format!("cannot start the ledger fsync thread: {e}"));
+/// writes, outside the log's lock (a writer never waits on the disk).
+fn sync_loop(shared: &Shared) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep(SYNC_EVERY);
+        if shared.dirty.swap(false, Ordering::AcqRel) {
+            let file = shared.lock().segment.file.clone();
+            if let Err(e) = file.sync_data() {
+                fatal(&format!("fsync of the ledger log failed: {e}"));
+            }
         }
-        Syncer { shared }
-    }
-
-    fn mark_dirty(&self) {
-        self.shared
-            .dirty
-            .store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Switches to a new segment (the writer fsyncs the old one itself).
-    fn follow(&self, segment: &Segment) {
-        *self.shared.file.lock().unwrap_or_else(|p| p.into_inner()) = segment.file.try_clone().ok();
-    }
-
-    fn stop(&self) {
-        self.shared
-            .stop
-            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -420,65 +413,71 @@ fn fatal(why: &str) -> ! {
     std::process::abort()
 }
 
+/// Every `CHECKPOINT_EVERY`, or at once when asked, folds the facts redb
+/// lacks into it in one transaction, then deletes the segments it now
+/// wholly holds. Ends (after a last checkpoint) when every writer is gone.
 fn checkpoint_loop(
-    store: Store,
-    rx: mpsc::Receiver<CheckpointMsg>,
-    applied: mpsc::Sender<u64>,
+    shared: &Shared,
+    store: &Store,
+    rx: &mpsc::Receiver<Ack>,
     apply: fn(&redb::WriteTransaction, &[Fact]) -> Result<(), StoreError>,
 ) {
-    let mut facts: Vec<Fact> = Vec::new();
-    let mut last_seq = 0u64;
     let mut waiters: Vec<Ack> = Vec::new();
-    let mut since = Instant::now();
     loop {
-        let disconnected = match rx.recv_timeout(CHECKPOINT_EVERY) {
-            Ok(CheckpointMsg::Facts(seq, f)) => {
-                last_seq = last_seq.max(seq);
-                facts.extend(f);
-                false
-            }
-            Ok(CheckpointMsg::Now(ack)) => {
+        let last = match rx.recv_timeout(CHECKPOINT_EVERY) {
+            Ok(ack) => {
                 waiters.push(ack);
+                waiters.extend(rx.try_iter());
                 false
             }
             Err(RecvTimeoutError::Timeout) => false,
             Err(RecvTimeoutError::Disconnected) => true,
         };
-        let due = !waiters.is_empty()
-            || facts.len() >= CHECKPOINT_FACTS
-            || (!facts.is_empty() && since.elapsed() >= CHECKPOINT_EVERY)
-            || disconnected;
-        if due && (!facts.is_empty() || !waiters.is_empty()) {
-            let batch = std::sync::Arc::new(std::mem::take(&mut facts));
-            let seq = last_seq;
+        let (facts, seq) = {
+            let mut log = shared.lock();
+            (std::mem::take(&mut log.unapplied), log.unapplied_seq)
+        };
+        let result = if facts.is_empty() {
+            Ok(())
+        } else {
+            let batch = Arc::new(facts);
             let for_txn = batch.clone();
             let result = store.write_blocking(move |txn| {
                 apply(txn, &for_txn)?;
-                if seq > 0 {
-                    txn.open_table(META)?.insert("wal_seq", seq)?;
-                }
+                txn.open_table(META)?.insert("wal_seq", seq)?;
                 Ok(())
             });
             match &result {
                 Ok(()) => {
-                    let _ = applied.send(seq);
+                    let done: Vec<PathBuf> = {
+                        let mut log = shared.lock();
+                        let (done, kept) = std::mem::take(&mut log.closed)
+                            .into_iter()
+                            .partition(|(_, last)| *last <= seq);
+                        log.closed = kept;
+                        done.into_iter().map(|(path, _)| path).collect()
+                    };
+                    for path in done {
+                        let _ = std::fs::remove_file(path);
+                    }
                 }
                 Err(e) => {
                     // Keep the facts for the next attempt: `wal_seq` must
                     // never pass a record redb does not hold.
                     tracing::error!("ledger checkpoint failed, retrying: {e}");
-                    let mut again =
-                        std::sync::Arc::try_unwrap(batch).unwrap_or_else(|a| (*a).clone());
-                    again.append(&mut facts);
-                    facts = again;
+                    let mut again = Arc::try_unwrap(batch).unwrap_or_else(|a| (*a).clone());
+                    let mut log = shared.lock();
+                    again.append(&mut log.unapplied);
+                    log.unapplied = again;
                 }
             }
-            for w in waiters.drain(..) {
-                let _ = w.send(result.clone());
-            }
-            since = Instant::now();
+            result
+        };
+        for w in waiters.drain(..) {
+            let _ = w.send(result.clone());
         }
-        if disconnected {
+        if last {
+            shared.stop.store(true, Ordering::Relaxed);
             break;
         }
     }
