@@ -151,7 +151,7 @@ struct Outcome {
 
 async fn run_case(
     sandbox: &Arc<Sandbox>,
-    plugin: &AdapterPlugin,
+    plugin: &Arc<AdapterPlugin>,
     case: &Value,
 ) -> Result<Outcome, String> {
     let field = |k: &str| case.get(k);
@@ -360,13 +360,17 @@ pub async fn run(wasm: &Path, dir: &Path, update: bool) -> anyhow::Result<bool> 
             max_memory_bytes: 64 * 1024 * 1024,
             epoch_tick: std::time::Duration::from_millis(10),
             max_instances: 16,
+            // Each fixture gets a fresh instance, as a new adapter would.
+            warm_instances: 0,
             reload_interval: std::time::Duration::ZERO,
         },
         Arc::new(crate::clock::ManualClock::new(KIT_CLOCK_SECS * 1000)),
     )?);
-    let plugin = load_adapter(&sandbox, wasm)
-        .await
-        .map_err(|why| anyhow::anyhow!("{}: {why}", wasm.display()))?;
+    let plugin = Arc::new(
+        load_adapter(&sandbox, wasm)
+            .await
+            .map_err(|why| anyhow::anyhow!("{}: {why}", wasm.display()))?,
+    );
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

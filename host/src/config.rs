@@ -131,6 +131,7 @@ struct RawPlugins {
     max_memory_mib: u64,
     epoch_tick_ms: u64,
     max_instances: u32,
+    warm_instances: u32,
     reload_interval_secs: u64,
 }
 
@@ -141,6 +142,7 @@ impl Default for RawPlugins {
             max_memory_mib: 64,
             epoch_tick_ms: 10,
             max_instances: 1000,
+            warm_instances: 4,
             reload_interval_secs: 2,
         }
     }
@@ -569,6 +571,9 @@ pub struct PluginConfig {
     pub max_memory_bytes: usize,
     pub epoch_tick: Duration,
     pub max_instances: u32,
+    /// Idle instances kept per component between calls (0: a fresh
+    /// instance for every call).
+    pub warm_instances: u32,
     /// 0 turns hot reload off.
     pub reload_interval: Duration,
 }
@@ -888,6 +893,7 @@ fn resolve(
             .saturating_mul(1024 * 1024),
         epoch_tick: positive_millis("plugins.epoch_tick_ms", p.epoch_tick_ms)?,
         max_instances: positive("plugins.max_instances", p.max_instances.into())? as u32,
+        warm_instances: p.warm_instances,
         reload_interval: Duration::from_secs(p.reload_interval_secs),
     };
     if plugins.call_timeout < plugins.epoch_tick {

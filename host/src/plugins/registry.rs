@@ -69,6 +69,8 @@ pub struct AdapterPlugin {
     pub client_protocols: Vec<Protocol>,
     pub auth: AuthScheme,
     pub pre: VendorAdapterPre<super::sandbox::GuestState>,
+    /// Idle instances kept between calls.
+    pub warm: super::sandbox::Warm<super::bindings::adapter::VendorAdapter>,
 }
 
 pub struct VideoPlugin {
@@ -81,6 +83,7 @@ pub struct PolicyPlugin {
     pub info: PluginInfo,
     pub summary: String,
     pub pre: ModelPolicyPre<super::sandbox::GuestState>,
+    pub warm: super::sandbox::Warm<super::bindings::policy::ModelPolicy>,
 }
 
 /// One consistent set of loaded components. Replaced as a whole on reload;
@@ -364,6 +367,7 @@ async fn load_one(
                 client_protocols: d.client_protocols,
                 auth: d.auth,
                 pre,
+                warm: super::sandbox::Warm::new(sandbox.warm_cap()),
             }))
         }
         PluginKind::Video => {
@@ -397,6 +401,7 @@ async fn load_one(
                 info: info(d.name, d.version),
                 summary: d.summary,
                 pre,
+                warm: super::sandbox::Warm::new(sandbox.warm_cap()),
             }))
         }
     }

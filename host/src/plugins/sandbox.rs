@@ -17,6 +17,10 @@
 //!   guest instances (requests and streams in flight) may exist at once.
 //!   Each reserves virtual address space (not memory) up front, so tests
 //!   keep it small.
+//! - `warm_instances` (4): idle instances kept per component between calls
+//!   ([`Warm`]), so most calls skip instantiation. Never more than
+//!   `max_instances / 16` per component, so idle instances cannot starve
+//!   calls of slots.
 
 use super::bindings::adapter::gateway::plugin::{log, types};
 use crate::clock::SharedClock;
@@ -57,11 +61,17 @@ pub enum GuestFailure {
     Capacity(u32),
 }
 
+/// An instance whose linear memory grew past this is not kept warm: it
+/// would hold that memory while idle.
+const WARM_MAX_MEMORY: usize = 4 * 1024 * 1024;
+
 /// Per-store memory accounting that remembers whether it refused growth, so a
 /// resulting trap can be reported as "out of memory" rather than a crash.
 pub struct MemoryLimiter {
     limit: usize,
     pub(crate) hit: bool,
+    /// The largest linear memory granted so far.
+    largest: usize,
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
@@ -75,6 +85,7 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
             self.hit = true;
             return Ok(false);
         }
+        self.largest = self.largest.max(desired);
         Ok(true)
     }
 
@@ -232,6 +243,7 @@ impl Sandbox {
             limiter: MemoryLimiter {
                 limit: self.limits.max_memory_bytes,
                 hit: false,
+                largest: 0,
             },
             ticks_left: 0,
             plugin,
@@ -249,6 +261,11 @@ impl Sandbox {
             Ok(UpdateDeadline::Yield(1))
         });
         store
+    }
+
+    /// How many idle instances each component keeps (see the module doc).
+    pub fn warm_cap(&self) -> usize {
+        (self.limits.warm_instances).min(self.limits.max_instances / 16) as usize
     }
 
     /// Gives the next guest call on `store` its full budget.
@@ -308,6 +325,66 @@ impl Sandbox {
             plugin,
             detail: first_line(&text),
         }
+    }
+}
+
+/// Idle instances of one component, kept between calls.
+///
+/// Reuse is safe for the components this host runs because a call's state
+/// lives in the host (the `state` string, the stream translator resource)
+/// and the guest SDK keeps nothing in globals; an instance is only ever
+/// used by one call at a time. Only an instance whose every call succeeded
+/// comes back (a trap, an interrupt or a refused answer drops it, as a
+/// failed instance may be in any state), and only while its memory is
+/// small ([`WARM_MAX_MEMORY`]). Linear memory is not wiped between calls:
+/// a component that must not see one call's leftovers in the next should
+/// run with `warm_instances = 0`.
+pub struct Warm<I> {
+    idle: std::sync::Mutex<Vec<(Store<GuestState>, I)>>,
+    cap: usize,
+}
+
+impl<I> Warm<I> {
+    pub fn new(cap: usize) -> Warm<I> {
+        Warm {
+            idle: std::sync::Mutex::new(Vec::with_capacity(cap)),
+            cap,
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<(Store<GuestState>, I)>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle instance, made ready for the call `request_id`.
+    pub fn take(&self, request_id: &str) -> Option<(Store<GuestState>, I)> {
+        let (mut store, inst) = self.idle().pop()?;
+        let state = store.data_mut();
+        state.request_id.clear();
+        state.request_id.push_str(request_id);
+        state.log_lines = 0;
+        Some((store, inst))
+    }
+
+    /// Keeps an instance whose calls all succeeded, if there is room.
+    pub fn give(&self, store: Store<GuestState>, inst: I) {
+        let state = store.data();
+        if state.limiter.hit || state.limiter.largest > WARM_MAX_MEMORY {
+            return;
+        }
+        let mut idle = self.idle();
+        if idle.len() < self.cap {
+            idle.push((store, inst));
+        }
+    }
+
+    /// Idle instances now (tests, the admin view).
+    pub fn len(&self) -> usize {
+        self.idle().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -330,9 +330,13 @@ fn check_events(store: &Store<GuestState>, events: &[SseEvent]) -> Result<(), Gu
     Ok(())
 }
 
-/// One request's adapter instance.
+/// One request's use of an adapter instance: a warm one when the adapter
+/// has one idle, else a new one. [`AdapterSession::recycle`] gives it back
+/// after calls that all succeeded; a session merely dropped (a failure, a
+/// client gone) drops its instance.
 pub struct AdapterSession {
     sandbox: Arc<Sandbox>,
+    plugin: Arc<AdapterPlugin>,
     store: Store<GuestState>,
     inst: VendorAdapter,
 }
@@ -340,16 +344,41 @@ pub struct AdapterSession {
 impl AdapterSession {
     pub async fn start(
         sandbox: &Arc<Sandbox>,
-        plugin: &AdapterPlugin,
+        plugin: &Arc<AdapterPlugin>,
         request_id: &str,
     ) -> Result<AdapterSession, GuestFailure> {
-        let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
-        let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+        let (store, inst) = match plugin.warm.take(request_id) {
+            Some(warm) => warm,
+            None => {
+                let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
+                let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+                (store, inst)
+            }
+        };
         Ok(AdapterSession {
             sandbox: sandbox.clone(),
+            plugin: plugin.clone(),
             store,
             inst,
         })
+    }
+
+    /// Gives the instance back for another call, first dropping the stream
+    /// translator it holds (if any). Only for a session whose calls all
+    /// succeeded.
+    pub async fn recycle(mut self, translator: Option<ResourceAny>) {
+        if let Some(t) = translator {
+            self.sandbox.arm(&mut self.store);
+            let dropped = tokio::time::timeout(
+                self.sandbox.hard_timeout(),
+                t.resource_drop_async(&mut self.store),
+            )
+            .await;
+            if !matches!(dropped, Ok(Ok(()))) {
+                return;
+            }
+        }
+        self.plugin.warm.give(self.store, self.inst);
     }
 
     pub async fn translate_request(
@@ -615,8 +644,14 @@ pub async fn run_policies(
     body: &mut serde_json::Value,
 ) -> Result<(), ApiError> {
     for p in policies {
-        let mut store = sandbox.new_store(p.info.name.clone(), &ctx.request_id);
-        let inst = guarded!(sandbox, store, p.pre.instantiate_async(&mut store))?;
+        let (mut store, inst) = match p.warm.take(&ctx.request_id) {
+            Some(warm) => warm,
+            None => {
+                let mut store = sandbox.new_store(p.info.name.clone(), &ctx.request_id);
+                let inst = guarded!(sandbox, store, p.pre.instantiate_async(&mut store))?;
+                (store, inst)
+            }
+        };
         let bytes = serde_json::to_vec(body).map_err(ApiError::internal)?;
         let api = inst.gateway_plugin_policy();
         let ops = guarded!(
@@ -624,6 +659,9 @@ pub async fn run_policies(
             store,
             api.call_rewrite_request(&mut store, ctx, vendor, &bytes)
         )?;
+        // The call succeeded (a refusal is an answer): the instance can
+        // serve the next one.
+        p.warm.give(store, inst);
         let ops = ops.map_err(AdapterError::Plugin)?;
         for op in ops {
             let edit = match op {

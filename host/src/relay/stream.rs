@@ -302,6 +302,7 @@ async fn pump(
         None if guest_broken => None,
         None => Some(session.finish(translator).await),
     };
+    let guest_ok = matches!(end, Some(Ok(_)));
     if let Some(end) = end {
         match end {
             Ok(end) => {
@@ -318,8 +319,13 @@ async fn pump(
             Err(_) => {}
         }
     }
-    // The guest instance goes back now, not when the settlement is done.
-    drop(session);
+    // The guest instance goes back now, not when the settlement is done:
+    // to its adapter's warm instances if every call on it succeeded.
+    if guest_ok {
+        session.recycle(Some(translator)).await;
+    } else {
+        drop(session);
+    }
     if client.gone {
         let output = client.relayed.output_tokens();
         charge

@@ -420,7 +420,7 @@ fn reports_nothing(usage: &serde_json::Value) -> bool {
 async fn attempt(
     state: &SharedState,
     channel: &ChannelConfig,
-    plugin: &AdapterPlugin,
+    plugin: &Arc<AdapterPlugin>,
     policies: &[Arc<PolicyPlugin>],
     req: &TextRequest,
     ctx: RequestCtx,
@@ -428,22 +428,29 @@ async fn attempt(
     let limits = &state.config.limits;
     let sandbox = &state.plugins.sandbox;
     let stop = Failed::stop;
-    let mut session = AdapterSession::start(sandbox, plugin, &ctx.request_id)
-        .await
-        .map_err(|e| match e {
-            // The gateway's own instances are all busy: no channel is to
-            // blame, and another would find the same (a 503 with a hint).
-            GuestFailure::Capacity(_) => Failed {
-                error: e.into(),
-                next: false,
-                health: None,
-            },
-            e => Failed::retry(e.into()),
-        })?;
-    let mut outbound = session
+    // An instance for each side of the vendor call, none held while the
+    // vendor thinks: the adapter keeps what the answer needs in `state`.
+    let session = || async {
+        AdapterSession::start(sandbox, plugin, &ctx.request_id)
+            .await
+            .map_err(|e| match e {
+                // The gateway's own instances are all busy: no channel is
+                // to blame, and another would find the same (a 503 with a
+                // hint).
+                GuestFailure::Capacity(_) => Failed {
+                    error: e.into(),
+                    next: false,
+                    health: None,
+                },
+                e => Failed::retry(e.into()),
+            })
+    };
+    let mut asking = session().await?;
+    let mut outbound = asking
         .translate_request(&ctx, &req.body)
         .await
         .map_err(Failed::adapter)?;
+    asking.recycle(None).await;
     // Policies edit chat requests in the vendor's chat dialect.
     if !policies.is_empty() && req.protocol.is_chat() {
         if let OutboundBody::Bytes(bytes) = &outbound.body {
@@ -494,6 +501,7 @@ async fn attempt(
     };
     let status = resp.status();
     let vendor_headers = guest_headers(resp.headers());
+    let mut session = session().await?;
     if !status.is_success() {
         let resp_headers = resp.headers().clone();
         let resp_headers = &resp_headers;
@@ -511,7 +519,10 @@ async fn attempt(
             .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
             .await
         {
-            Ok(mapped) => mapped,
+            Ok(mapped) => {
+                session.recycle(None).await;
+                mapped
+            }
             // The adapter could not read the vendor's error: the vendor's
             // status decides.
             Err(g) => {
@@ -600,6 +611,7 @@ async fn attempt(
         )
         .await
         .map_err(|e| Failed::untranslatable(channel, e))?;
+    session.recycle(None).await;
     Ok(Answer::Plain {
         status: answer.status,
         content_type: answer.content_type,
