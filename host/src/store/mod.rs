@@ -77,6 +77,12 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
 }
 
+/// redb's page cache. Its default (a gigabyte) is filled by the usage rows
+/// and ledger entries every call appends, which are written once and read
+/// rarely (dashboards, admin reads), so a large cache only grows the
+/// process; the hot state (balances, holds) lives in the ledger's memory.
+const CACHE_BYTES: usize = 4 * 1024 * 1024;
+
 /// Largest number of queued writes folded into one transaction.
 const MAX_BATCH: usize = 512;
 
@@ -86,7 +92,11 @@ impl Store {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Storage(e.to_string()))?;
         }
-        let db = Arc::new(Database::create(path)?);
+        let db = Arc::new(
+            redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create(path)?,
+        );
         {
             // Create every table up front so readers never meet a missing one.
             let txn = db.begin_write()?;
