@@ -371,6 +371,18 @@ mod tests {
     }
 
     #[test]
+    fn paced_long_stream_directives() {
+        // What `make bench`'s streamed test asks for.
+        let (text, d) = extract_directives("hello [[sim:words=64,chunk_delay_ms=20]]");
+        assert_eq!(text, "hello");
+        assert_eq!(d.words, Some(64));
+        assert_eq!(d.chunk_delay, Some(Duration::from_millis(20)));
+        assert_eq!(d.fault, None);
+        let (_, d) = extract_directives("[[sim:chunk_delay_ms=soon, words=0]]");
+        assert_eq!((d.chunk_delay, d.words), (None, None));
+    }
+
+    #[test]
     fn unterminated_directive_is_left_as_text() {
         let (text, d) = extract_directives("a [[sim:hang");
         assert_eq!(text, "a [[sim:hang");

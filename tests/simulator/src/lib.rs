@@ -106,7 +106,9 @@
 //! - `[[sim:crlf]]`, `[[sim:fragment]]`, `[[sim:comments]]`: stream with
 //!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
 //!   comments between events (not for Gemini, which never sends comments).
-//! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
+//! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks
+//!   (`make bench`'s streamed test asks `[[sim:words=64,chunk_delay_ms=20]]`:
+//!   a role chunk, 64 deltas, the finish chunk and `[DONE]`, 20 ms apart).
 //! - `[[sim:words=N]]`: a reply of N words (at most 1,000,000) instead of
 //!   16 to 31, for long streams.
 //! - `[[sim:silent]]`: an OpenAI-style server that never reports usage: no

@@ -322,6 +322,29 @@ async fn latency_then_answer() {
 }
 
 #[tokio::test]
+async fn chunk_delay_paces_every_event() {
+    bounded(async {
+        let sim = sim().await;
+        let mut body = ask("paced [[sim:words=5,chunk_delay_ms=40]]");
+        body["stream"] = json!(true);
+        let started = Instant::now();
+        let resp = chat(&sim, &body).send().await.expect("send");
+        assert_eq!(resp.status(), 200);
+        let (payloads, reads) = sse_payloads(resp).await;
+        // role, 5 words, finish, [DONE]: 7 pauses between 8 events.
+        assert_eq!(payloads.len(), 8);
+        assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"));
+        assert!(started.elapsed() >= Duration::from_millis(7 * 40));
+        assert!(
+            reads >= 8,
+            "each paced event arrives on its own: {reads} reads"
+        );
+        sim.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn hang_ends_at_shutdown() {
     bounded(async {
         let sim = sim().await;
