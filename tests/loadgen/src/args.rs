@@ -53,6 +53,10 @@ pub struct Args {
     /// time to the first content delta and counts the SSE events received.
     #[arg(long)]
     pub stream: bool,
+    /// Workers start spread evenly over this many milliseconds instead of
+    /// all at once (streams of equal length then keep distinct phases).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub ramp_ms: u64,
     /// `NAME=PID[,PID...]`: reports the CPU clock ticks (user + system, from
     /// `/proc/PID/stat`) these processes use during the measured window,
     /// summed, as `cpu_ticks.NAME`. Repeatable.
@@ -106,6 +110,8 @@ mod tests {
             "hi [[sim:words=64]]",
             "--max-tokens",
             "256",
+            "--ramp-ms",
+            "1280",
             "--cpu",
             "server=10,11",
             "--cpu",
@@ -125,6 +131,7 @@ mod tests {
         assert_eq!(groups, [("server", &[10, 11][..]), ("mock", &[12][..])]);
         assert!(parse(&["--cpu", "server"]).is_err());
         assert!(parse(&["--max-tokens", "0"]).is_err());
+        assert!(parse(&["--ramp-ms", "60001"]).is_err());
     }
 
     #[test]

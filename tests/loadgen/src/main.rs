@@ -90,8 +90,12 @@ async fn run(args: Args) -> anyhow::Result<Report> {
             cpu::sample_all(&groups)
         })
     };
+    let ramp = Duration::from_millis(args.ramp_ms);
     let workers: Vec<_> = (0..args.concurrency)
-        .map(|_| tokio::spawn(worker::run(job.clone())))
+        .map(|i| {
+            let begin = start + worker::start_offset(i, args.concurrency, ramp);
+            tokio::spawn(worker::run(job.clone(), begin))
+        })
         .collect();
     let mut total = Tally::new();
     for w in workers {

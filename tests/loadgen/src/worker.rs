@@ -36,7 +36,18 @@ pub struct Job {
     pub give_up_at: Instant,
 }
 
-pub async fn run(job: Arc<Job>) -> Tally {
+/// When worker `i` of `n` starts, `ramp` spreading them evenly.
+pub fn start_offset(i: u64, n: u64, ramp: Duration) -> Duration {
+    if n == 0 {
+        return Duration::ZERO;
+    }
+    let nanos = ramp.as_nanos() * u128::from(i.min(n)) / u128::from(n);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// Runs one worker, starting at `start`.
+pub async fn run(job: Arc<Job>, start: Instant) -> Tally {
+    tokio::time::sleep_until(start.min(job.stop_at)).await;
     let mut tally = Tally::new();
     let mut conn: Option<SendRequest<Full<Bytes>>> = None;
     while Instant::now() < job.stop_at {
@@ -187,4 +198,21 @@ async fn exchange(
         bail!("the stream carried no content");
     }
     Ok(Answer { status, ttft })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ramp_spreads_starts_evenly() {
+        let ramp = Duration::from_millis(1280);
+        let starts: Vec<u128> = (0..4)
+            .map(|i| start_offset(i, 4, ramp).as_millis())
+            .collect();
+        assert_eq!(starts, [0, 320, 640, 960]);
+        assert_eq!(start_offset(3, 4, Duration::ZERO), Duration::ZERO);
+        assert_eq!(start_offset(0, 0, ramp), Duration::ZERO);
+        assert!(start_offset(9, 4, ramp) <= ramp);
+    }
 }
