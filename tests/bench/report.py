@@ -102,8 +102,14 @@ def machine(command, root, nginx_version=""):
             commit += " (with uncommitted changes)"
     except (OSError, subprocess.SubprocessError):
         pass
+    try:
+        with open("/proc/loadavg") as f:
+            loadavg = " ".join(f.read().split()[:3])
+    except OSError:
+        loadavg = ""
     return json.dumps({
         "label": "machine",
+        "loadavg": loadavg,
         "cpu": model,
         "cores": os.cpu_count(),
         "usable_cores": usable,
@@ -196,7 +202,8 @@ def print_report(path):
           f"({m.get('usable_cores', '?')} usable), Linux {m.get('kernel', '?')}"
           + (f", {m['os']}" if m.get("os") else ""))
     print(f"command: {m.get('command', '?')}")
-    extra = [f"commit {m['commit']}" if m.get("commit") else "", m.get("nginx", ""), m.get("date", "")]
+    extra = [f"commit {m['commit']}" if m.get("commit") else "", m.get("nginx", ""), m.get("date", ""),
+             f"load average before the runs {m['loadavg']}" if m.get("loadavg") else ""]
     print("         " + "; ".join(e for e in extra if e))
 
     # Non-streamed cells.
