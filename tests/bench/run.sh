@@ -240,7 +240,9 @@ children_of() {
 
 # Resident memory of pid $1 in KiB (VmRSS).
 rss_kib() {
-    awk '/^VmRSS:/ { print $2; found = 1 } END { if (!found) print 0 }' "/proc/$1/status" 2>/dev/null || echo 0
+    local kib
+    kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || true
+    printf '%s\n' "${kib:-0}"
 }
 
 # --- start ---------------------------------------------------------------------
