@@ -72,6 +72,12 @@ test-rust: build
 test-sdk: build venv
 	.venv/bin/python -m pytest -q tests/sdk
 
+# The mock direct, through a keep-alive nginx hop (installed from Debian's
+# packages if absent) and through the gateway: req/s, latency, CPU per request,
+# memory, storage per call, a streamed test, and issue 13's targets. Knobs
+# (BENCH_DURATION, BENCH_WARMUP, BENCH_CONCURRENCY, BENCH_CROSS, BENCH_NGINX,
+# BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK) are
+# described at the top of tests/bench/run.sh.
 bench: build
 	tests/bench/run.sh
 

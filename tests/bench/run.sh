@@ -1,33 +1,77 @@
 #!/usr/bin/env bash
-# `make bench`: what the gateway costs in latency and throughput.
+# `make bench`: what the gateway costs, beside the same mock called directly
+# and through a plain keep-alive nginx hop.
 #
-# Starts the upstream simulator and the gateway (free loopback ports, a temp
-# folder, the demo's models and channels, a rate limit no run can hit), then
-# for each concurrency runs loadgen against the simulator directly and against
-# the gateway, and prints the difference. Raw loadgen JSON lines go to
-# target/bench/latest.jsonl, the two processes' logs to target/bench/*.log.
+# Starts the upstream simulator (the fast mock), the gateway in front of it
+# (free loopback ports, a temp folder, the demo's models and channels, a rate
+# limit no run can hit) and an nginx reverse proxy in front of it too (config,
+# pid file and temp files in the temp folder, run as the current user). Then,
+# at each concurrency, runs tests/loadgen against the mock directly, through
+# nginx, through the gateway (OpenAI client, OpenAI vendor: the passthrough)
+# and, through the gateway, as an Anthropic client to the OpenAI vendor (the
+# cross-protocol cell). Each run reports requests/s, p50, p99 and the CPU time
+# (user + system, /proc/PID/stat, over the measured window) per request of
+# the process under test (the mock itself when direct; nginx's master and
+# workers; the gateway) and of the mock. Then a streamed test, direct and
+# through the gateway: each stream a role chunk, 64 deltas 20 ms apart, the
+# finish chunk and [DONE] (`[[sim:words=64,delta_delay_ms=20]]`), with time to
+# the first content delta and the gateway's CPU per relayed frame. Also: the
+# gateway's resident memory idle, after the load and after a quiet spell; its
+# data folder's growth per successful non-streamed call; an optional soak.
+# Ends with the machine, the command and a table against issue 13's targets
+# (informational: a missed target does not fail the script; errors do).
 #
-# Env knobs: BENCH_DURATION (measured seconds per run, default 10),
-# BENCH_WARMUP (seconds, default 2), BENCH_CONCURRENCY (default "1 32"),
-# BENCH_CROSS (0 skips the cross-protocol cell: Anthropic client, OpenAI vendor).
+# Raw results, one JSON object a line, go to target/bench/latest.jsonl; the
+# processes' logs to target/bench/*.log. The report is printed from the JSON
+# lines by tests/bench/report.py.
 #
-# loadgen, the simulator and the gateway share the machine's cores, so the
-# absolute numbers are modest; the gateway/direct ratio is what to compare.
+# Env knobs:
+#   BENCH_DURATION            measured seconds per run (default 10)
+#   BENCH_WARMUP              unmeasured seconds before each run (default 2)
+#   BENCH_CONCURRENCY         connections of the non-streamed runs (default "1 32")
+#   BENCH_CROSS               0 skips the cross-protocol cell (Anthropic client,
+#                             OpenAI vendor)
+#   BENCH_NGINX               0 skips the nginx hop; otherwise nginx comes from
+#                             PATH or /usr/sbin, else `apt-get install nginx`
+#                             (as root, or with sudo -n)
+#   BENCH_STREAM              0 skips the streamed test
+#   BENCH_STREAM_CONCURRENCY  streams at once in the streamed test (default 32)
+#   BENCH_QUIET               seconds without load before the last memory
+#                             reading (default 10)
+#   BENCH_SOAK                seconds of an extra run at 32 connections against
+#                             the gateway, its memory read every 10 s (default 0:
+#                             none; e.g. 300; at most 3600)
+#
+# loadgen, the mock, nginx and the gateway share the machine's cores, so the
+# absolute numbers are modest; ratios within one run are what to compare.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$ROOT/target/release"
 TEMPLATE="$ROOT/tests/demo/gateway.toml"
+REPORT="$ROOT/tests/bench/report.py"
 OUT_DIR="$ROOT/target/bench"
 OUT="$OUT_DIR/latest.jsonl"
 DURATION="${BENCH_DURATION:-10}"
 WARMUP="${BENCH_WARMUP:-2}"
 CONCURRENCY="${BENCH_CONCURRENCY:-1 32}"
+CROSS="${BENCH_CROSS:-1}"
+USE_NGINX="${BENCH_NGINX:-1}"
+STREAM="${BENCH_STREAM:-1}"
+STREAM_CONCURRENCY="${BENCH_STREAM_CONCURRENCY:-32}"
+QUIET="${BENCH_QUIET:-10}"
+SOAK="${BENCH_SOAK:-0}"
+SOAK_CONCURRENCY=32
+SOAK_EVERY=10
 READY_TIMEOUT=30
 STOP_TIMEOUT=15
+# The streamed test's request: the simulator's paced-stream directives (a
+# role chunk and the first delta at once, then a delta every 20 ms).
+STREAM_PROMPT='hello from the load generator [[sim:words=64,delta_delay_ms=20]]'
 
 SIM_PID=""
 GW_PID=""
+NGINX_PID=""
 LOADGEN_PID=""
 TMP=""
 
@@ -38,15 +82,33 @@ die() {
 }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
-if ! is_uint "$DURATION" || ((DURATION == 0)); then
-    die "BENCH_DURATION must be a positive integer, got '$DURATION'"
-fi
-is_uint "$WARMUP" || die "BENCH_WARMUP must be a non-negative integer, got '$WARMUP'"
+positive() {
+    if ! is_uint "$2" || (($2 == 0)); then
+        die "$1 must be a positive integer, got '$2'"
+    fi
+}
+positive BENCH_DURATION "$DURATION"
+((DURATION <= 600)) || die "BENCH_DURATION is at most 600, got $DURATION"
 [[ -n "${CONCURRENCY// /}" ]] || die "BENCH_CONCURRENCY is empty"
 for c in $CONCURRENCY; do
-    if ! is_uint "$c" || ((c == 0)); then
-        die "BENCH_CONCURRENCY must be positive integers, got '$c'"
+    positive "BENCH_CONCURRENCY (each)" "$c"
+    ((c <= 1024)) || die "BENCH_CONCURRENCY is at most 1024 each, got $c"
+done
+positive BENCH_STREAM_CONCURRENCY "$STREAM_CONCURRENCY"
+((STREAM_CONCURRENCY <= 1024)) || die "BENCH_STREAM_CONCURRENCY is at most 1024"
+up_to() {
+    if ! is_uint "$2" || (($2 > $3)); then
+        die "$1 must be 0 to $3 seconds, got '$2'"
     fi
+}
+up_to BENCH_WARMUP "$WARMUP" 60
+up_to BENCH_QUIET "$QUIET" 600
+up_to BENCH_SOAK "$SOAK" 3600
+if ((SOAK > 0 && SOAK < 2 * SOAK_EVERY)); then
+    die "BENCH_SOAK must be at least $((2 * SOAK_EVERY)) seconds (memory is read every ${SOAK_EVERY}s)"
+fi
+for knob in CROSS USE_NGINX STREAM; do
+    [[ "${!knob}" == 0 || "${!knob}" == 1 ]] || die "BENCH_${knob#USE_} must be 0 or 1, got '${!knob}'"
 done
 
 for b in gateway upstream-sim loadgen; do
@@ -58,6 +120,63 @@ shopt -u nullglob
 ((${#wasm[@]} > 0)) || die "no adapters in $ROOT/build/adapters: run make build"
 command -v python3 >/dev/null || die "python3 is required"
 
+# The command as typed, for the report (the knobs given, then how it ran).
+COMMAND=""
+for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_CROSS BENCH_NGINX BENCH_STREAM \
+    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK; do
+    if [[ -n "${!knob+set}" ]]; then
+        COMMAND+="$knob=$(printf '%q' "${!knob}") "
+    fi
+done
+if [[ -n "${MAKELEVEL:-}" ]]; then
+    COMMAND+="make bench"
+else
+    COMMAND+="tests/bench/run.sh"
+fi
+
+# --- nginx -----------------------------------------------------------------------
+
+mkdir -p "$OUT_DIR"
+
+find_nginx() {
+    local n
+    n=$(command -v nginx 2>/dev/null || true)
+    if [[ -z "$n" && -x /usr/sbin/nginx ]]; then
+        n=/usr/sbin/nginx
+    fi
+    printf '%s' "$n"
+}
+
+# Installs Debian's nginx package when there is no nginx (before anything
+# starts, so the install's time is nobody's load).
+NGINX_BIN=""
+if [[ "$USE_NGINX" == 1 ]]; then
+    NGINX_BIN=$(find_nginx)
+    if [[ -z "$NGINX_BIN" ]]; then
+        command -v apt-get >/dev/null ||
+            die "nginx is not installed and there is no apt-get: install nginx, or set BENCH_NGINX=0"
+        AS_ROOT=()
+        if ((EUID != 0)); then
+            command -v sudo >/dev/null || die "nginx is not installed and installing it needs root (or BENCH_NGINX=0)"
+            AS_ROOT=(sudo -n)
+        fi
+        APT_LOG="$OUT_DIR/apt.log"
+        say "nginx is not installed: apt-get install nginx (log: ${APT_LOG#"$ROOT/"}) ..."
+        apt_install() {
+            timeout 600 "${AS_ROOT[@]}" env DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y -q --no-install-recommends nginx >>"$APT_LOG" 2>&1
+        }
+        : >"$APT_LOG"
+        if ! apt_install; then
+            # A fresh machine may have no package lists yet.
+            timeout 600 "${AS_ROOT[@]}" apt-get update -q >>"$APT_LOG" 2>&1 || true
+            apt_install || die "apt-get install nginx failed (see ${APT_LOG#"$ROOT/"}); BENCH_NGINX=0 skips the nginx hop"
+        fi
+        NGINX_BIN=$(find_nginx)
+        [[ -n "$NGINX_BIN" ]] || die "nginx is still not found after apt-get install nginx"
+    fi
+fi
+
 # --- process handling ----------------------------------------------------------
 
 # shellcheck source=tests/proc.sh
@@ -68,6 +187,7 @@ cleanup() {
     local status=$?
     trap - EXIT INT TERM
     stop_child "$LOADGEN_PID" loadgen
+    stop_child "$NGINX_PID" nginx
     stop_child "$GW_PID" gateway
     stop_child "$SIM_PID" simulator
     [[ -z "$TMP" ]] || rm -rf "$TMP"
@@ -103,12 +223,34 @@ wait_ready() {
     exit 1
 }
 
+# The pids whose parent is $1.
+children_of() {
+    local f line rest ppid
+    for f in /proc/[0-9]*/stat; do
+        { read -r line <"$f"; } 2>/dev/null || continue
+        rest=${line##*) }
+        # After the command name: state, then the parent pid.
+        read -r _ ppid _ <<<"$rest" || continue
+        if [[ "$ppid" == "$1" ]]; then
+            f=${f#/proc/}
+            printf '%s\n' "${f%/stat}"
+        fi
+    done
+}
+
+# Resident memory of pid $1 in KiB (VmRSS).
+rss_kib() {
+    local kib
+    kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || true
+    printf '%s\n' "${kib:-0}"
+}
+
 # --- start ---------------------------------------------------------------------
 
-mkdir -p "$OUT_DIR"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/gateway-bench.XXXXXX")
 SIM_LOG="$OUT_DIR/simulator.log"
 GW_LOG="$OUT_DIR/gateway.log"
+NGINX_LOG="$OUT_DIR/nginx.log"
 SIM_KEY="sim-$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 ADMIN_KEY="adm-$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 export NO_COLOR=1 GATEWAY_ADMIN_KEY="$ADMIN_KEY" SIM_API_KEY="$SIM_KEY"
@@ -123,12 +265,13 @@ SIM_PID=$!
 line=$(wait_ready "$SIM_PID" "$SIM_LOG" 'upstream-sim listening on http://127\.0\.0\.1:[0-9]+' simulator)
 SIM_URL=$(sed -E 's|.*listening on (http://[0-9.:]+).*|\1|' <<<"$line")
 
+DATA_DIR="$TMP/data"
 CONFIG="$TMP/gateway.toml"
 {
     sed -E \
         -e 's|^listen = "[^"]*"|listen = "127.0.0.1:0"|' \
         -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+(/v1)?\"|base_url = \"$SIM_URL\1\"|" \
-        -e "s|^data_dir = .*|data_dir = \"$TMP/data\"|" \
+        -e "s|^data_dir = .*|data_dir = \"$DATA_DIR\"|" \
         -e "s|^adapters_dir = .*|adapters_dir = \"$ROOT/build/adapters\"|" \
         -e "s|^policies_dir = .*|policies_dir = \"$ROOT/build/policies\"|" \
         "$TEMPLATE"
@@ -154,204 +297,283 @@ out=$(timeout 30 "$BIN/gateway" admin token create --account "$ACCOUNT_ID" --nam
     die "could not create the bench token"
 TOKEN=$(json_field key <<<"$out")
 
-say "simulator $SIM_URL, gateway $GW_URL; ${DURATION}s per run after ${WARMUP}s warm-up; concurrency: $CONCURRENCY"
-say "$(nproc 2>/dev/null || echo '?') cores shared by loadgen, the simulator and the gateway"
+# `GET URL` with the mock's key answers 200 (bounded by a 2 s timeout).
+http_ok() {
+    python3 - "$1" "$SIM_KEY" <<'PY' >/dev/null 2>&1
+import sys, urllib.request
+req = urllib.request.Request(sys.argv[1], headers={"Authorization": "Bearer " + sys.argv[2]})
+with urllib.request.urlopen(req, timeout=2) as r:
+    sys.exit(0 if r.status == 200 else 1)
+PY
+}
 
-# --- runs ------------------------------------------------------------------------
+# nginx: `worker_processes auto` (one per core), the mock as a keep-alive
+# upstream, a loopback port picked free just before (retried if taken
+# meanwhile), no access log, everything it writes in the temp folder.
+NGINX_URL=""
+NGINX_PIDS=""
+start_nginx() {
+    local dir="$TMP/nginx" port user="" attempt i
+    mkdir -p "$dir"
+    if ((EUID == 0)); then
+        # Workers would otherwise run as nobody; keep everyone the same user.
+        user="user $(id -un) $(id -gn);"
+    fi
+    : >"$NGINX_LOG"
+    for attempt in 1 2 3; do
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        cat >"$dir/nginx.conf" <<EOF
+$user
+worker_processes auto;
+daemon off;
+pid $dir/nginx.pid;
+error_log $NGINX_LOG warn;
+events {
+    worker_connections 4096;
+}
+http {
+    access_log off;
+    client_body_temp_path $dir/client_body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    upstream mock {
+        server ${SIM_URL#http://};
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://mock;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+        # Both nginx (-e, error_log) and its console output append to the log.
+        # shellcheck disable=SC2094
+        "$NGINX_BIN" -p "$dir/" -c "$dir/nginx.conf" -e "$NGINX_LOG" >>"$NGINX_LOG" 2>&1 &
+        NGINX_PID=$!
+        for ((i = 0; i < READY_TIMEOUT * 10; i++)); do
+            kill -0 "$NGINX_PID" 2>/dev/null || break
+            if http_ok "http://127.0.0.1:$port/v1/models"; then
+                NGINX_URL="http://127.0.0.1:$port"
+                NGINX_PIDS=$(
+                    printf '%s' "$NGINX_PID"
+                    children_of "$NGINX_PID" | sed 's/^/,/' | tr -d '\n'
+                )
+                return 0
+            fi
+            sleep 0.1
+        done
+        stop_child "$NGINX_PID" nginx
+        NGINX_PID=""
+        say "nginx did not start on port $port (attempt $attempt)"
+    done
+    show_log "$NGINX_LOG"
+    die "nginx did not start (see ${NGINX_LOG#"$ROOT/"})"
+}
+if [[ "$USE_NGINX" == 1 ]]; then
+    start_nginx
+fi
+
+say "mock $SIM_URL, gateway $GW_URL${NGINX_URL:+, nginx $NGINX_URL (pids $NGINX_PIDS)}"
+say "${DURATION}s per run after ${WARMUP}s warm-up; concurrency: $CONCURRENCY; $(nproc 2>/dev/null || echo '?') cores shared by all"
+
+# --- measuring helpers -----------------------------------------------------------
 
 : >"$OUT"
 FAILED=0
-RUN_TIMEOUT=$((WARMUP + DURATION + 60))
+TICKS=$(getconf CLK_TCK 2>/dev/null || echo 100)
+record() { printf '%s\n' "$1" >>"$OUT"; }
+
+# Everything the gateway logged is in redb (the admin usage read waits for a
+# checkpoint); without it, a second for the periodic one.
+checkpoint() {
+    if ! timeout 30 "$BIN/gateway" admin usage --limit 1 >/dev/null 2>&1; then
+        say "warning: the admin usage read (a checkpoint) failed; waiting a second instead"
+        sleep 1
+    fi
+}
+
+# Bytes in the gateway's data folder: "total wal other" (wal: ledger-*.wal).
+data_bytes() {
+    python3 - "$DATA_DIR" <<'PY'
+import os, sys
+total = wal = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        try:
+            n = os.path.getsize(os.path.join(root, f))
+        except OSError:
+            continue
+        total += n
+        if f.endswith(".wal"):
+            wal += n
+print(total, wal, total - wal)
+PY
+}
 
 # Instruction counts (repeatable on a noisy shared machine, unlike time) when
 # perf can read hardware counters here.
 PERF=""
-if command -v perf >/dev/null 2>&1 && perf stat -e instructions true >/dev/null 2>&1; then
+if command -v perf >/dev/null 2>&1 &&
+    perf stat -x, -e instructions -- true 2>&1 | grep -qE '^[0-9]+,'; then
     PERF=perf
 fi
 
-# count PID FILE: instructions PID executes during the measured window; the
-# counter's own pid is added to COUNTERS.
+# count PIDS FILE: instructions PIDS (comma-separated) execute during the
+# measured window; the counter's own pid is added to COUNTERS.
 COUNTERS=()
 count() {
     [[ -n "$PERF" ]] || return 0
-    (sleep "$WARMUP" && perf stat -x, -e instructions -p "$1" -o "$2" -- sleep "$DURATION") >/dev/null 2>&1 &
+    (sleep "$RUN_WARMUP" && perf stat -x, -e instructions -p "$1" -o "$2" -- sleep "$RUN_DURATION") >/dev/null 2>&1 &
     COUNTERS+=("$!")
 }
 
-# cpu PID FILE: the CPU time (user + system clock ticks, from /proc) PID
-# uses during the measured window, written as "ticks ticks_per_second".
-TICKS=$(getconf CLK_TCK 2>/dev/null || echo 100)
-cpu_ticks() {
-    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
-    awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-cpu() {
-    (
-        sleep "$WARMUP"
-        a=$(cpu_ticks "$1")
-        sleep "$DURATION"
-        b=$(cpu_ticks "$1")
-        echo "$((b - a)) $TICKS" >"$2"
-    ) >/dev/null 2>&1 &
-    COUNTERS+=("$!")
-}
-
-# run LABEL URL KEY MODEL CONCURRENCY [PROTOCOL]: one loadgen run, its JSON
-# line appended to $OUT.
-run() {
-    local label="$1" url="$2" key="$3" model="$4" c="$5" proto="${6:-openai-chat}" out status=0 json
-    say "running $label ..."
-    COUNTERS=()
-    count "$GW_PID" "$TMP/$label.gw.instr"
-    count "$SIM_PID" "$TMP/$label.sim.instr"
-    cpu "$GW_PID" "$TMP/$label.gw.cpu"
-    cpu "$SIM_PID" "$TMP/$label.sim.cpu"
-    # In the background so that a signal's trap runs at once, not after the run.
-    local proto_args=()
-    [[ "$proto" == openai-chat ]] || proto_args=(--protocol "$proto")
-    timeout "$RUN_TIMEOUT" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
-        --concurrency "$c" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --label "$label" \
-        "${proto_args[@]}" \
-        >"$TMP/loadgen.out" &
-    LOADGEN_PID=$!
+# Waits for loadgen (in the background so that a signal's trap runs at once);
+# with SAMPLE_EVERY > 0, reads the gateway's memory that often meanwhile into
+# RSS_SAMPLES ("seconds:KiB" words).
+RSS_SAMPLES=""
+wait_loadgen() {
+    local every="${SAMPLE_EVERY:-0}" start=$SECONDS next status=0
+    next=$every
+    if ((every > 0)); then
+        while kill -0 "$LOADGEN_PID" 2>/dev/null && ((SECONDS - start <= RUN_TIMEOUT)); do
+            sleep 1
+            if ((SECONDS - start >= next)) && kill -0 "$LOADGEN_PID" 2>/dev/null; then
+                RSS_SAMPLES+="$next:$(rss_kib "$GW_PID") "
+                next=$((next + every))
+            fi
+        done
+    fi
     wait "$LOADGEN_PID" || status=$?
     LOADGEN_PID=""
+    return "$status"
+}
+
+# run LABEL CELL CONC URL KEY MODEL SERVER_PIDS [LOADGEN ARGS...]: one loadgen
+# run (RUN_DURATION measured seconds after RUN_WARMUP), the CPU of
+# SERVER_PIDS (comma-separated: the process under test) and of the mock
+# counted over its window; its JSON line, with the per-request (and, for
+# streams, per-frame) figures added, is appended to $OUT.
+RUN_DURATION=$DURATION
+RUN_WARMUP=$WARMUP
+run() {
+    local label="$1" cell="$2" c="$3" url="$4" key="$5" model="$6" server="$7" out status=0 json
+    shift 7
+    say "running $label ..."
+    local run_timeout=$((RUN_WARMUP + RUN_DURATION + 60))
+    RUN_TIMEOUT=$run_timeout
+    COUNTERS=()
+    count "$server" "$TMP/$label.server.instr"
+    count "$SIM_PID" "$TMP/$label.mock.instr"
+    timeout "$run_timeout" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
+        --concurrency "$c" --duration-secs "$RUN_DURATION" --warmup-secs "$RUN_WARMUP" --label "$label" \
+        --cpu "server=$server" --cpu "mock=$SIM_PID" "$@" \
+        >"$TMP/loadgen.out" 2>"$TMP/loadgen.err" &
+    LOADGEN_PID=$!
+    wait_loadgen || status=$?
     out=$(cat "$TMP/loadgen.out")
     if [[ -n "$out" ]]; then
         say "  $(head -n 1 <<<"$out")"
     fi
+    if [[ -s "$TMP/loadgen.err" ]]; then
+        sed 's/^/    /' "$TMP/loadgen.err" >&2
+    fi
     json=$(tail -n 1 <<<"$out")
-    # The instruction counters end with the measured window.
     for p in "${COUNTERS[@]}"; do
         wait "$p" 2>/dev/null || true
     done
     if [[ "$json" == \{* ]]; then
-        json=$(python3 - "$json" "$TMP/$label.gw.instr" "$TMP/$label.sim.instr" "$TMP/$label.gw.cpu" "$TMP/$label.sim.cpu" <<'PY'
-import json, sys
-r = json.loads(sys.argv[1])
-def cpu_us(path):
-    try:
-        ticks, hz = open(path).read().split()
-        return int(ticks) * 1_000_000 / int(hz)
-    except (OSError, ValueError):
-        return None
-def count(path):
-    try:
-        for line in open(path):
-            parts = line.split(",")
-            if len(parts) > 2 and parts[2].startswith("instructions") and parts[0].isdigit():
-                return int(parts[0])
-    except OSError:
-        pass
-    return None
-n = r["rps"] * r["duration_s"]
-for key, path in (("gateway_instr_per_req", sys.argv[2]), ("sim_instr_per_req", sys.argv[3])):
-    c = count(path)
-    if c is not None and n:
-        r[key] = round(c / n)
-for key, path in (("gateway_cpu_us_per_req", sys.argv[4]), ("sim_cpu_us_per_req", sys.argv[5])):
-    c = cpu_us(path)
-    if c is not None and n:
-        r[key] = round(c / n, 1)
-print(json.dumps(r))
-PY
-)
+        json=$(python3 "$REPORT" augment "$json" "$cell" "$c" "$TICKS" \
+            "$TMP/$label.server.instr" "$TMP/$label.mock.instr")
     fi
     if [[ "$json" != \{* ]]; then
         say "error: loadgen $label gave no result (status $status)"
         FAILED=1
         return 0
     fi
-    printf '%s\n' "$json" >>"$OUT"
+    record "$json"
     if ((status != 0)); then
         say "warning: loadgen $label exited with status $status (more than 1% errors?)"
         FAILED=1
     fi
-    for p in "$SIM_PID" "$GW_PID"; do
-        kill -0 "$p" 2>/dev/null || die "a server died during $label; see $SIM_LOG and $GW_LOG"
+    for p in "$SIM_PID" "$GW_PID" ${NGINX_PID:+"$NGINX_PID"}; do
+        kill -0 "$p" 2>/dev/null || die "a server died during $label; see the logs in ${OUT_DIR#"$ROOT/"}"
     done
 }
 
+# --- runs ------------------------------------------------------------------------
+
+NGINX_VERSION=""
+if [[ -n "$NGINX_URL" ]]; then
+    NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | head -n 1 || true)
+fi
+record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$NGINX_VERSION")"
+
+checkpoint
+RSS_IDLE=$(rss_kib "$GW_PID")
+read -r DATA_BEFORE WAL_BEFORE _ <<<"$(data_bytes)"
+
 for c in $CONCURRENCY; do
-    run "direct-c$c" "$SIM_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$c"
-    run "gateway-c$c" "$GW_URL/v1/chat/completions" "$TOKEN" gpt-4o-mini "$c"
-    # A cross-protocol cell: an Anthropic client, the OpenAI vendor (request,
-    # answer and usage translated through the canonical form).
-    if [[ "${BENCH_CROSS:-1}" != 0 ]]; then
-        run "cross-c$c" "$GW_URL/v1/messages" "$TOKEN" gpt-4o-mini "$c" anthropic-messages
+    run "direct-c$c" direct "$c" "$SIM_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$SIM_PID"
+    if [[ -n "$NGINX_URL" ]]; then
+        run "nginx-c$c" nginx "$c" "$NGINX_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$NGINX_PIDS"
+    fi
+    run "gateway-c$c" gateway "$c" "$GW_URL/v1/chat/completions" "$TOKEN" gpt-4o-mini "$GW_PID"
+    # The cross-protocol cell: an Anthropic client, the OpenAI vendor
+    # (request, answer and usage translated through the canonical form).
+    if [[ "$CROSS" == 1 ]]; then
+        run "cross-c$c" cross "$c" "$GW_URL/v1/messages" "$TOKEN" gpt-4o-mini "$GW_PID" \
+            --protocol anthropic-messages
     fi
 done
 
-# --- table -----------------------------------------------------------------------
+# Durable storage of the non-streamed gateway calls above.
+checkpoint
+read -r DATA_AFTER WAL_AFTER _ <<<"$(data_bytes)"
+record "{\"label\":\"storage\",\"bytes_before\":$DATA_BEFORE,\"bytes_after\":$DATA_AFTER,\"wal_before\":$WAL_BEFORE,\"wal_after\":$WAL_AFTER}"
 
-python3 - "$OUT" "$CONCURRENCY" <<'EOF'
-import json, sys
+if [[ "$STREAM" == 1 ]]; then
+    # Streams start spread over one stream's length (64 x 20 ms), so the
+    # streams at once keep distinct phases instead of arriving in bursts.
+    STREAM_ARGS=(--stream --prompt "$STREAM_PROMPT" --max-tokens 256 --ramp-ms 1280)
+    run "direct-stream" direct-stream "$STREAM_CONCURRENCY" "$SIM_URL/v1/chat/completions" "$SIM_KEY" \
+        sim-chat "$SIM_PID" "${STREAM_ARGS[@]}"
+    run "gateway-stream" gateway-stream "$STREAM_CONCURRENCY" "$GW_URL/v1/chat/completions" "$TOKEN" \
+        gpt-4o-mini "$GW_PID" "${STREAM_ARGS[@]}"
+fi
 
-rows = {}
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    rows[r["label"]] = r
+RSS_LOADED=$(rss_kib "$GW_PID")
+if ((QUIET > 0)); then
+    say "${QUIET}s without load ..."
+    sleep "$QUIET"
+fi
+RSS_QUIET=$(rss_kib "$GW_PID")
+record "{\"label\":\"memory\",\"rss_idle_kib\":$RSS_IDLE,\"rss_after_load_kib\":$RSS_LOADED,\"rss_after_quiet_kib\":$RSS_QUIET,\"quiet_s\":$QUIET}"
 
-print()
-head = ("conc", "direct rps", "p50 µs", "p99 µs", "gateway rps", "p50 µs", "p99 µs",
-        "+p50 µs", "+p99 µs", "gw/direct", "errors d/g")
-fmt = "{:>5} | {:>10} {:>8} {:>8} | {:>11} {:>8} {:>8} | {:>8} {:>8} | {:>9} | {:>10}"
-print(fmt.format(*head))
-print("-" * len(fmt.format(*head)))
-for c in sys.argv[2].split():
-    d, g = rows.get(f"direct-c{c}"), rows.get(f"gateway-c{c}")
-    if not d or not g:
-        print(f"{c:>5} | (missing run)")
-        continue
-    ratio = f"{g['rps'] / d['rps']:.2f}" if d["rps"] else "n/a"
-    print(fmt.format(
-        c,
-        f"{d['rps']:.1f}", d["p50_us"], d["p99_us"],
-        f"{g['rps']:.1f}", g["p50_us"], g["p99_us"],
-        g["p50_us"] - d["p50_us"], g["p99_us"] - d["p99_us"],
-        ratio,
-        f"{d['errors']}/{g['errors']}",
-    ))
-print()
-instr = [(c, rows.get(f"direct-c{c}", {}), rows.get(f"gateway-c{c}", {})) for c in sys.argv[2].split()]
-if any("gateway_instr_per_req" in g for _, _, g in instr):
-    print("instructions per request (perf stat; repeatable where wall time is not):")
-    for c, d, g in instr:
-        up = d.get("sim_instr_per_req")
-        gw = g.get("gateway_instr_per_req")
-        if up and gw:
-            print(f"  c={c}: upstream simulator alone {up:,}; gateway {gw:,} ({gw / up:.1f}x the upstream's own work)")
-    print()
-cpu = [(c, rows.get(f"direct-c{c}", {}), rows.get(f"gateway-c{c}", {}), rows.get(f"cross-c{c}", {})) for c in sys.argv[2].split()]
-if any("gateway_cpu_us_per_req" in g for _, _, g, _ in cpu):
-    print("CPU time per request (user + system, /proc; coarse but available everywhere):")
-    for c, d, g, x in cpu:
-        parts = []
-        if d.get("sim_cpu_us_per_req") is not None:
-            parts.append(f"simulator alone {d['sim_cpu_us_per_req']} µs")
-        if g.get("gateway_cpu_us_per_req") is not None:
-            parts.append(f"gateway passthrough {g['gateway_cpu_us_per_req']} µs")
-        if x.get("gateway_cpu_us_per_req") is not None:
-            parts.append(f"gateway cross-protocol {x['gateway_cpu_us_per_req']} µs")
-        print(f"  c={c}: " + "; ".join(parts))
-    print()
-cross = [(c, rows.get(f"gateway-c{c}", {}), rows.get(f"cross-c{c}", {})) for c in sys.argv[2].split()]
-if any(x for _, _, x in cross):
-    print("cross-protocol cell (Anthropic client -> OpenAI vendor) beside the passthrough (OpenAI -> OpenAI):")
-    for c, g, x in cross:
-        if not g or not x:
-            print(f"  c={c}: (missing run)")
-            continue
-        line = (f"  c={c}: passthrough {g['rps']:.1f} rps p50 {g['p50_us']} µs; "
-                f"cross {x['rps']:.1f} rps p50 {x['p50_us']} µs ({x['rps'] / g['rps']:.2f} of the passthrough's rate)")
-        gi, xi = g.get("gateway_instr_per_req"), x.get("gateway_instr_per_req")
-        if gi and xi:
-            line += f"; gateway instructions/request {gi:,} vs {xi:,} (+{(xi - gi) / gi:.0%})"
-        print(line)
-    print()
-EOF
-say "raw results: ${OUT#"$ROOT/"}; logs: ${SIM_LOG#"$ROOT/"}, ${GW_LOG#"$ROOT/"}"
+if ((SOAK > 0)); then
+    say "soak: ${SOAK}s at $SOAK_CONCURRENCY connections through the gateway, memory every ${SOAK_EVERY}s ..."
+    RUN_DURATION=$SOAK RUN_WARMUP=0 SAMPLE_EVERY=$SOAK_EVERY \
+        run "soak-c$SOAK_CONCURRENCY" soak "$SOAK_CONCURRENCY" "$GW_URL/v1/chat/completions" "$TOKEN" \
+        gpt-4o-mini "$GW_PID"
+    samples=""
+    for s in $RSS_SAMPLES; do
+        samples+="${samples:+,}[${s%%:*},${s#*:}]"
+    done
+    record "{\"label\":\"soak-memory\",\"every_s\":$SOAK_EVERY,\"samples\":[$samples]}"
+fi
+
+# --- report ----------------------------------------------------------------------
+
+python3 "$REPORT" print "$OUT"
+say "raw results: ${OUT#"$ROOT/"}; logs: ${OUT_DIR#"$ROOT/"}/{simulator,gateway${NGINX_URL:+,nginx}}.log"
 if ((FAILED)); then
     die "some runs failed or had errors (see above)"
 fi

@@ -1,11 +1,15 @@
 //! `loadgen`: a small closed-loop HTTP load generator for `make bench`.
 //!
-//! Runs the same non-streamed chat load against the simulator directly and
-//! against the gateway in front of it, so the two reports are comparable.
-//! Prints a human line, then one JSON line; exits 1 when more than 1% of the
-//! measured requests failed.
+//! Runs the same chat load against the simulator directly and against the
+//! gateway (or another proxy) in front of it, so the reports are comparable;
+//! non-streamed, or streamed with time to first token and frames counted.
+//! With `--cpu`, also the CPU the processes under test use in the measured
+//! window. Prints a human line, then one JSON line; exits 1 when more than 1%
+//! of the measured requests failed.
 
 mod args;
+mod cpu;
+mod sse;
 mod stats;
 mod target;
 mod worker;
@@ -41,12 +45,20 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<Report> {
     let target = target::resolve(&args.url).await?;
+    if args.stream && args.protocol != Protocol::OpenaiChat {
+        anyhow::bail!("--stream reads OpenAI chat streams only");
+    }
+    // Fail before loading anything when a process is not there.
+    cpu::sample_all(&args.cpu)?;
     // The same question in either protocol (both bodies carry max_tokens).
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "model": args.model,
-        "messages": [{"role": "user", "content": "hello from the load generator"}],
-        "max_tokens": 16,
+        "messages": [{"role": "user", "content": args.prompt}],
+        "max_tokens": args.max_tokens,
     });
+    if args.stream {
+        body["stream"] = true.into();
+    }
     let extra_headers = match args.protocol {
         Protocol::OpenaiChat => Vec::new(),
         Protocol::AnthropicMessages => vec![(
@@ -64,21 +76,45 @@ async fn run(args: Args) -> anyhow::Result<Report> {
         auth: HeaderValue::from_str(&format!("Bearer {}", args.key))
             .context("--key is not a valid header value")?,
         extra_headers,
+        stream: args.stream,
         record_from,
         stop_at,
         give_up_at: stop_at + GRACE,
     });
 
+    let groups = Arc::new(args.cpu.clone());
+    let cpu_start = {
+        let groups = groups.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(record_from).await;
+            cpu::sample_all(&groups)
+        })
+    };
+    let ramp = Duration::from_millis(args.ramp_ms);
     let workers: Vec<_> = (0..args.concurrency)
-        .map(|_| tokio::spawn(worker::run(job.clone())))
+        .map(|i| {
+            let begin = start + worker::start_offset(i, args.concurrency, ramp);
+            tokio::spawn(worker::run(job.clone(), begin))
+        })
         .collect();
     let mut total = Tally::new();
     for w in workers {
         total.merge(w.await.context("worker panicked")?)?;
     }
     let window = Instant::now().saturating_duration_since(record_from);
+    let cpu_end = cpu::sample_all(&groups);
 
-    let report = Report::new(&args.label, &total, window);
+    let mut report = Report::new(&args.label, &total, window, args.stream);
+    match (cpu_start.await.context("CPU sampler panicked")?, cpu_end) {
+        (Ok(a), Ok(b)) => {
+            for ((group, a), b) in groups.iter().zip(a).zip(b) {
+                report
+                    .cpu_ticks
+                    .insert(group.name.clone(), b.saturating_sub(a));
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => eprintln!("loadgen: no CPU figures: {e:#}"),
+    }
     println!("{}", report.human());
     println!("{}", report.json()?);
     if report.errors > 0 {

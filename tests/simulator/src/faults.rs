@@ -54,6 +54,9 @@ pub struct Directives {
     pub framing: Framing,
     /// Pause between streamed body chunks (`[[sim:chunk_delay_ms=N]]`).
     pub chunk_delay: Option<Duration>,
+    /// Pause before each streamed event from the second delta up to the
+    /// finish marker (`[[sim:delta_delay_ms=N]]`).
+    pub delta_delay: Option<Duration>,
     /// `[[sim:parallel]]`: call every declared tool.
     pub parallel: bool,
     /// `[[sim:refuse]]`: a content refusal.
@@ -190,6 +193,10 @@ fn apply_item(item: &str, d: &mut Directives) {
         ("chunk_delay_ms", Some(v)) => match v.parse() {
             Ok(ms) => d.chunk_delay = Some(Duration::from_millis(ms)),
             Err(_) => tracing::warn!(item, "ignoring bad chunk delay directive"),
+        },
+        ("delta_delay_ms", Some(v)) => match v.parse() {
+            Ok(ms) => d.delta_delay = Some(Duration::from_millis(ms)),
+            Err(_) => tracing::warn!(item, "ignoring bad delta delay directive"),
         },
         ("words", Some(v)) => match v.parse::<usize>() {
             Ok(n) if (1..=MAX_WORDS).contains(&n) => d.words = Some(n),
@@ -368,6 +375,21 @@ mod tests {
         assert_eq!(d.scan("[[sim:cut]] c", |_, _| false), "c");
         assert_eq!(d.fault, Some(Fault::Cut));
         assert_eq!(d.latency, Some(Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn paced_long_stream_directives() {
+        // What `make bench`'s streamed test asks for.
+        let (text, d) = extract_directives("hello [[sim:words=64,delta_delay_ms=20]]");
+        assert_eq!(text, "hello");
+        assert_eq!(d.words, Some(64));
+        assert_eq!(d.delta_delay, Some(Duration::from_millis(20)));
+        assert_eq!((d.chunk_delay, d.fault), (None, None));
+        let (_, d) = extract_directives("[[sim:chunk_delay_ms=5,delta_delay_ms=soon, words=0]]");
+        assert_eq!(
+            (d.chunk_delay, d.delta_delay, d.words),
+            (Some(Duration::from_millis(5)), None, None)
+        );
     }
 
     #[test]

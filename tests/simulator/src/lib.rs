@@ -107,6 +107,15 @@
 //!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
 //!   comments between events (not for Gemini, which never sends comments).
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
+//! - `[[sim:delta_delay_ms=N]]`: a paced stream that starts at once: the
+//!   opening events (OpenAI the role chunk; Anthropic `message_start`,
+//!   `ping`, `content_block_start`) and the first delta without a pause,
+//!   then N ms before each further event up to the finish marker, which
+//!   follows the last delta without one. Time to first token is then the
+//!   server's own; `make bench`'s streamed test asks
+//!   `[[sim:words=64,delta_delay_ms=20]]` (OpenAI: a role chunk, 64 deltas
+//!   20 ms apart, the finish chunk and `[DONE]`). Other pieces keep
+//!   `chunk_delay_ms` when both are given.
 //! - `[[sim:words=N]]`: a reply of N words (at most 1,000,000) instead of
 //!   16 to 31, for long streams.
 //! - `[[sim:silent]]`: an OpenAI-style server that never reports usage: no

@@ -46,11 +46,20 @@ pub fn frame(payloads: &[String], framing: Framing) -> Vec<Bytes> {
 /// a blank line. Every event (or, with `fragment`, every third of one)
 /// becomes its own body chunk.
 pub fn frame_events(events: &[Out], framing: Framing) -> Vec<Bytes> {
+    frame_indexed(events, framing)
+        .into_iter()
+        .map(|(_, piece)| piece)
+        .collect()
+}
+
+/// [`frame_events`], each piece with the index of the event it belongs to
+/// (a `: keep-alive` comment belongs to the event it precedes).
+pub fn frame_indexed(events: &[Out], framing: Framing) -> Vec<(usize, Bytes)> {
     let nl = if framing.crlf { "\r\n" } else { "\n" };
     let mut out = Vec::with_capacity(events.len() * 3);
     for (i, ev) in events.iter().enumerate() {
         if framing.comments && i > 0 {
-            out.push(Bytes::from(format!(": keep-alive{nl}{nl}")));
+            out.push((i, Bytes::from(format!(": keep-alive{nl}{nl}"))));
         }
         let name = ev
             .event
@@ -63,10 +72,10 @@ pub fn frame_events(events: &[Out], framing: Framing) -> Vec<Bytes> {
             // read that ends inside a UTF-8 sequence too.
             let n = event.len();
             for (a, b) in [(0, n / 3), (n / 3, 2 * n / 3), (2 * n / 3, n)] {
-                out.push(event.slice(a..b));
+                out.push((i, event.slice(a..b)));
             }
         } else {
-            out.push(event);
+            out.push((i, event));
         }
     }
     out
@@ -81,9 +90,25 @@ pub fn paced(
     cut: bool,
     shutdown: CancellationToken,
 ) -> Body {
+    paced_each(
+        pieces.into_iter().map(|p| (delay, p)).collect(),
+        delay,
+        cut,
+        shutdown,
+    )
+}
+
+/// [`paced`] with a pause of its own before each piece (`None`: just a
+/// yield; the first piece's is ignored) and `end_pause` before the end.
+pub fn paced_each(
+    pieces: Vec<(Option<Duration>, Bytes)>,
+    end_pause: Option<Duration>,
+    cut: bool,
+    shutdown: CancellationToken,
+) -> Body {
     let pacer = Pacer {
         pieces: pieces.into(),
-        delay,
+        end_pause,
         cut,
         started: false,
         done: false,
@@ -93,13 +118,16 @@ pub fn paced(
         if p.done {
             return None;
         }
-        if p.started && !p.pause().await {
-            p.done = true;
-            return Some((Err(aborted("simulator shutting down")), p));
+        if p.started {
+            let pause = p.pieces.front().map_or(p.end_pause, |(d, _)| *d);
+            if !p.pause(pause).await {
+                p.done = true;
+                return Some((Err(aborted("simulator shutting down")), p));
+            }
         }
         p.started = true;
         match p.pieces.pop_front() {
-            Some(piece) => Some((Ok(piece), p)),
+            Some((_, piece)) => Some((Ok(piece), p)),
             None if p.cut => {
                 // Give hyper time to put what was sent on the wire before
                 // the connection is torn down.
@@ -113,8 +141,10 @@ pub fn paced(
 }
 
 struct Pacer {
-    pieces: VecDeque<Bytes>,
-    delay: Option<Duration>,
+    /// Each piece with the pause before it.
+    pieces: VecDeque<(Option<Duration>, Bytes)>,
+    /// The pause before the end (or the cut).
+    end_pause: Option<Duration>,
     cut: bool,
     started: bool,
     done: bool,
@@ -123,8 +153,8 @@ struct Pacer {
 
 impl Pacer {
     /// Returns false when the simulator is shutting down.
-    async fn pause(&self) -> bool {
-        match self.delay {
+    async fn pause(&self, delay: Option<Duration>) -> bool {
+        match delay {
             Some(d) => tokio::select! {
                 _ = tokio::time::sleep(d) => true,
                 _ = self.shutdown.cancelled() => false,
@@ -158,6 +188,32 @@ mod tests {
         let p = frame(&["{}".into(), "[DONE]".into()], Framing::default());
         assert_eq!(p.len(), 2);
         assert_eq!(joined(&p), "data: {}\n\ndata: [DONE]\n\n");
+    }
+
+    #[test]
+    fn indexed_pieces_name_their_event() {
+        let framing = Framing {
+            fragment: true,
+            comments: true,
+            ..Framing::default()
+        };
+        let events = [Out::data("a"), Out::named("e", "b")];
+        let idx: Vec<usize> = frame_indexed(&events, framing)
+            .iter()
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(
+            idx,
+            [0, 0, 0, 1, 1, 1, 1],
+            "3 thirds, then comment + 3 thirds"
+        );
+        assert_eq!(
+            frame_events(&events, framing),
+            frame_indexed(&events, framing)
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -322,6 +322,69 @@ async fn latency_then_answer() {
 }
 
 #[tokio::test]
+async fn chunk_delay_paces_every_event() {
+    bounded(async {
+        let sim = sim().await;
+        let mut body = ask("paced [[sim:words=5,chunk_delay_ms=40]]");
+        body["stream"] = json!(true);
+        let started = Instant::now();
+        let resp = chat(&sim, &body).send().await.expect("send");
+        assert_eq!(resp.status(), 200);
+        let (payloads, reads) = sse_payloads(resp).await;
+        // role, 5 words, finish, [DONE]: 7 pauses between 8 events.
+        assert_eq!(payloads.len(), 8);
+        assert_eq!(payloads.last().map(String::as_str), Some("[DONE]"));
+        assert!(started.elapsed() >= Duration::from_millis(7 * 40));
+        assert!(
+            reads >= 8,
+            "each paced event arrives on its own: {reads} reads"
+        );
+        sim.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delta_delay_paces_from_the_second_delta() {
+    bounded(async {
+        let sim = sim().await;
+        let mut body = ask("paced [[sim:words=4,delta_delay_ms=60]]");
+        body["stream"] = json!(true);
+        let started = Instant::now();
+        let resp = chat(&sim, &body).send().await.expect("send");
+        assert_eq!(resp.status(), 200);
+        // Arrival time of every read, and what it held.
+        let mut reads: Vec<(Duration, String)> = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.expect("body chunk");
+            reads.push((
+                started.elapsed(),
+                String::from_utf8_lossy(&chunk).into_owned(),
+            ));
+        }
+        let first_delta = reads
+            .iter()
+            .find(|(_, text)| text.contains(r#""content":"Simulated "#))
+            .map(|(t, _)| *t)
+            .expect("a first delta");
+        let end = reads.last().map(|(t, _)| *t).expect("reads");
+        let text: String = reads.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(text.matches("data: ").count(), 1 + 4 + 1 + 1);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        // Three pauses after the first delta, none before it.
+        assert!(end - first_delta >= Duration::from_millis(3 * 60));
+        assert!(
+            first_delta < end - first_delta,
+            "the first delta came after {first_delta:?}, the rest took {:?}",
+            end - first_delta
+        );
+        sim.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn hang_ends_at_shutdown() {
     bounded(async {
         let sim = sim().await;

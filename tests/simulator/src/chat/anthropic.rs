@@ -564,6 +564,23 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_first_delta_follows_the_opening_events() {
+        let (events, _) =
+            stream(json!({"max_tokens": 100, "messages": [{"role": "user", "content": "a b"}]}));
+        let first = super::super::Wire::Anthropic.opening();
+        let names: Vec<&str> = events[..=first].iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta"
+            ]
+        );
+    }
+
     fn stream(body: Value) -> (Vec<(String, Value)>, usize) {
         let mut body = body;
         body["stream"] = json!(true);

@@ -151,6 +151,17 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
+    /// Events a stream sends before its first delta: OpenAI the role chunk;
+    /// Anthropic `message_start`, `ping` and the first
+    /// `content_block_start`; Gemini none.
+    fn opening(self) -> usize {
+        match self {
+            Wire::OpenAi => 1,
+            Wire::Anthropic => 3,
+            Wire::Gemini { .. } => 0,
+        }
+    }
+
     pub fn dialect(self) -> Dialect {
         match self {
             Wire::OpenAi => Dialect::OpenAi,
@@ -248,11 +259,17 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         plain => plain,
     };
     let mut resp = match rendered {
-        Rendered::Stream { events, .. } => {
-            let pieces = sse::frame_events(&events, framing);
-            event_stream(sse::paced(
+        Rendered::Stream { events, finish_at } => {
+            let d = &req.directives;
+            let pieces = pace(
+                sse::frame_indexed(&events, framing),
+                d.chunk_delay,
+                d.delta_delay,
+                wire.opening() + 1..finish_at,
+            );
+            event_stream(sse::paced_each(
                 pieces,
-                req.directives.chunk_delay,
+                d.chunk_delay,
                 cut,
                 state.shutdown.clone(),
             ))
@@ -268,6 +285,30 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         resp.extensions_mut().insert(ReportedUsage(usage));
     }
     resp
+}
+
+/// The pause before each framed piece: `delta` (when set) before the first
+/// piece of every event in `delta_events` (the second delta up to the finish
+/// marker), else `chunk`.
+fn pace(
+    pieces: Vec<(usize, Bytes)>,
+    chunk: Option<Duration>,
+    delta: Option<Duration>,
+    delta_events: std::ops::Range<usize>,
+) -> Vec<(Option<Duration>, Bytes)> {
+    let mut previous = None;
+    pieces
+        .into_iter()
+        .map(|(event, piece)| {
+            let starts_event = previous != Some(event);
+            previous = Some(event);
+            let pause = match delta {
+                Some(d) if starts_event && delta_events.contains(&event) => Some(d),
+                _ => chunk,
+            };
+            (pause, piece)
+        })
+        .collect()
 }
 
 /// An OpenAI answer as a server that never counts sends it: no `usage`
@@ -386,4 +427,31 @@ pub(crate) fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
         .as_secs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_pacing_starts_after_the_first_delta_and_stops_at_the_finish() {
+        let ms = Duration::from_millis;
+        // Events: 0 opening, 1 first delta, 2 and 3 deltas, 4 finish; event 3
+        // framed in two pieces.
+        let pieces: Vec<(usize, Bytes)> = [0, 1, 2, 3, 3, 4]
+            .into_iter()
+            .map(|i| (i, Bytes::from(i.to_string())))
+            .collect();
+        let pauses = |chunk, delta| -> Vec<Option<Duration>> {
+            pace(pieces.clone(), chunk, delta, 2..4)
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect()
+        };
+        let d = Some(ms(20));
+        assert_eq!(pauses(None, d), [None, None, d, d, None, None]);
+        let c = Some(ms(1));
+        assert_eq!(pauses(c, d), [c, c, d, d, c, c]);
+        assert_eq!(pauses(c, None), [c; 6]);
+    }
 }

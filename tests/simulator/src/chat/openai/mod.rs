@@ -150,6 +150,27 @@ mod tests {
     }
 
     #[test]
+    fn the_bench_stream_is_a_role_chunk_64_deltas_and_the_end() {
+        // `make bench`'s streamed test: 64 words, 20 ms apart from the second on.
+        let (r, usage) = render_for(json!({"stream": true, "max_tokens": 256,
+            "messages": [{"role": "user", "content": "hello from the load generator [[sim:words=64,delta_delay_ms=20]]"}]}));
+        assert_eq!(usage, None);
+        let (events, finish_at) = stream_events(r);
+        assert_eq!(events.len(), 1 + 64 + 1 + 1, "role, deltas, finish, [DONE]");
+        assert_eq!(crate::chat::Wire::OpenAi.opening(), 1, "the role chunk");
+        assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(events[0]["choices"][0]["delta"]["content"], "");
+        assert!(events[1..=64]
+            .iter()
+            .all(|e| e["choices"][0]["delta"]["content"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty())));
+        assert_eq!(finish_at, 65);
+        assert_eq!(events[65]["choices"][0]["finish_reason"], "stop");
+        assert_eq!(events[66], Value::Null, "[DONE] is not JSON");
+    }
+
+    #[test]
     fn parallel_calls_in_a_stream() {
         let (r, _) = render_for(json!({"stream": true,
             "messages": [{"role": "user", "content": "q [[sim:parallel]]"}],
