@@ -414,3 +414,57 @@ macro_rules! guarded {
     }};
 }
 pub(crate) use guarded;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(max_instances: u32, warm_instances: u32) -> Sandbox {
+        let limits = PluginConfig {
+            call_timeout: Duration::from_millis(200),
+            max_memory_bytes: 64 * 1024 * 1024,
+            epoch_tick: Duration::from_millis(10),
+            max_instances,
+            warm_instances,
+            reload_interval: Duration::ZERO,
+        };
+        Sandbox::new(&limits, Arc::new(crate::clock::ManualClock::new(0))).unwrap()
+    }
+
+    #[test]
+    fn idle_instances_never_take_more_than_a_sixteenth_of_the_slots() {
+        assert_eq!(sandbox(1000, 4).warm_cap(), 4);
+        assert_eq!(sandbox(32, 4).warm_cap(), 2);
+        assert_eq!(sandbox(8, 4).warm_cap(), 0);
+        assert_eq!(sandbox(1000, 0).warm_cap(), 0);
+    }
+
+    #[test]
+    fn only_healthy_small_instances_are_kept_up_to_the_cap_and_come_back_ready() {
+        let sb = sandbox(64, 2);
+        let warm: Warm<u32> = Warm::new(sb.warm_cap());
+        assert!(warm.take("req_1").is_none());
+
+        let mut used = sb.new_store("p".into(), "req_1");
+        used.data_mut().log_lines = 9;
+        warm.give(used, 1);
+        let mut trapped = sb.new_store("p".into(), "req_2");
+        trapped.data_mut().limiter.hit = true;
+        warm.give(trapped, 2);
+        let mut grown = sb.new_store("p".into(), "req_3");
+        grown.data_mut().limiter.largest = WARM_MAX_MEMORY + 1;
+        warm.give(grown, 3);
+        assert_eq!(warm.len(), 1, "out of memory or grown: dropped");
+
+        warm.give(sb.new_store("p".into(), "req_4"), 4);
+        warm.give(sb.new_store("p".into(), "req_5"), 5);
+        assert_eq!(warm.len(), 2, "no more than the cap");
+
+        let (store, inst) = warm.take("req_6").unwrap();
+        assert_eq!(inst, 4);
+        assert_eq!(store.data().request_id, "req_6");
+        let (store, inst) = warm.take("req_7").unwrap();
+        assert_eq!((inst, store.data().log_lines), (1, 0), "log budget renewed");
+        assert!(warm.is_empty());
+    }
+}

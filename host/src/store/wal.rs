@@ -483,13 +483,31 @@ fn checkpoint_loop(
     }
 }
 
+#[cfg(test)]
+mod recovery_tests_support {
+    use super::*;
+    use crate::store::records::UsageRecord;
+
+    /// A fact: one usage row.
+    pub fn usage(seq: u64, model: &str) -> Fact {
+        Fact::Usage(UsageRecord {
+            seq,
+            at: seq as i64,
+            request_id: format!("r{seq}"),
+            account_id: "a".into(),
+            model: model.into(),
+            ..UsageRecord::default()
+        })
+    }
+}
+
 /// Recovery, deterministically: segment files written by hand as a crash
 /// would leave them, replayed into a fresh store.
 #[cfg(test)]
 mod recovery_tests {
+    use super::recovery_tests_support::usage;
     use super::*;
     use crate::store::accounts::apply_facts;
-    use crate::store::records::UsageRecord;
 
     struct Case {
         _dir: tempfile::TempDir,
@@ -556,17 +574,6 @@ mod recovery_tests {
         fn files(&self) -> usize {
             segments(&self.logs).len()
         }
-    }
-
-    fn usage(seq: u64, model: &str) -> Fact {
-        Fact::Usage(UsageRecord {
-            seq,
-            at: seq as i64,
-            request_id: format!("r{seq}"),
-            account_id: "a".into(),
-            model: model.into(),
-            ..UsageRecord::default()
-        })
     }
 
     /// One logged record with one usage row, as the writer encodes it.
@@ -687,5 +694,58 @@ mod recovery_tests {
         assert_eq!(c.recover().unwrap(), 7);
         assert_eq!(c.rows(), vec![]);
         assert_eq!(c.files(), 0);
+    }
+}
+
+/// The writer: what is in the file when `append` returns.
+#[cfg(test)]
+mod writer_tests {
+    use super::recovery_tests_support::*;
+    use super::*;
+    use crate::store::accounts::apply_facts;
+
+    fn on_disk(logs: &Path) -> String {
+        segments(logs)
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_acknowledged_record_is_written_by_its_caller_and_takes_the_buffered_ones_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.redb")).unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let wal = start(&logs, store.clone(), WalSync::Batched, 1, apply_facts).unwrap();
+
+        assert!(wal
+            .append(1, vec![usage(1, "held")], Durability::Buffered)
+            .unwrap()
+            .is_none());
+        assert_eq!(on_disk(&logs), "", "a buffered record waits");
+        assert!(wal
+            .append(2, vec![usage(2, "settled")], Durability::Written)
+            .unwrap()
+            .is_none());
+        let text = on_disk(&logs);
+        assert_eq!(text.lines().count(), 2, "both are in the file: {text}");
+        assert!(text.starts_with("{\"seq\":1,"));
+
+        let synced = wal
+            .append(3, vec![usage(3, "video")], Durability::Synced)
+            .unwrap()
+            .expect("a synced record hands back its fsync");
+        synced.wait().await.unwrap();
+        assert_eq!(on_disk(&logs).lines().count(), 3);
+
+        wal.checkpoint().await.unwrap();
+        let rows: Vec<String> = store
+            .usage(None, None, 10)
+            .unwrap()
+            .into_iter()
+            .map(|u| u.model)
+            .collect();
+        assert_eq!(rows, ["video", "settled", "held"]);
     }
 }
