@@ -62,7 +62,7 @@ test: build test-rust test-adapters test-sdk
 # Every adapter against its recorded fixtures (`gateway adapter test`).
 FIXTURED := $(BUILD)/adapters/openai:adapters/openai $(BUILD)/adapters/anthropic:adapters/anthropic \
             $(BUILD)/adapters/gemini:adapters/gemini $(BUILD)/adapters/rerank:adapters/rerank \
-            $(BUILD)/examples/template:adapters/template
+            $(BUILD)/adapters/genvideo:adapters/genvideo $(BUILD)/examples/template:adapters/template
 test-adapters: build
 	@set -e; $(foreach f,$(FIXTURED),$(RELEASE)/gateway adapter test $(word 1,$(subst :, ,$(f))).wasm $(word 2,$(subst :, ,$(f)))/fixtures;)
 

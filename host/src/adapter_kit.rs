@@ -1,8 +1,9 @@
 //! `gateway adapter test PATH.wasm FIXTURES_DIR`: runs a vendor adapter
-//! component, with no network, against recorded fixtures, in the same
-//! sandbox and with the same checks as a running gateway.
+//! component (text or video), with no network, against recorded fixtures,
+//! in the same sandbox and with the same checks as a running gateway.
 //!
-//! A fixture is one JSON file (`*.json`) describing one call:
+//! A fixture is one JSON file (`*.json`) describing one call; a text
+//! adapter's:
 //!
 //! ```text
 //! {
@@ -32,6 +33,35 @@
 //! }
 //! ```
 //!
+//! A video adapter's fixture describes one of its three calls instead, with
+//! the host's validated submission or the vendor's task id as input:
+//!
+//! ```text
+//! {
+//!   "call": "submit",                            // submit, poll or content
+//!   "request_id": "req_fixture",                 // default; also the submission's
+//!   "video_request": {"upstream_model": "gen-2", "prompt": "a fox", "seconds": 4,
+//!                     "size": "1280x720", "ratio": "16:9"},      // submit
+//!   "upstream_task_id": "vt_1",                  // poll and content
+//!   "vendor_request": {"method": "POST", "path": "/video/tasks",
+//!                      "headers": {"idempotency-key": "req_fixture"}, "body": { ... }},
+//!   // then, for submit and poll, the vendor's answer (any status) ...
+//!   "vendor_response": {"status": 200, "body": {"task_id": "vt_1", "status": "pending"}},
+//!   // ... and what the adapter read from it: a submission's task id ...
+//!   "task_id": "vt_1",
+//!   // ... a poll's status (state: queued, in_progress, completed, failed,
+//!   // rejected) ...
+//!   "task_status": {"state": "completed", "progress": 100, "actual_seconds": 4,
+//!                   "error_message": null},
+//!   // ... or why it could not (also `request_error`, when the adapter
+//!   // refuses to build the request):
+//!   "response_error": "unreadable upstream answer: upstream answered 404: ..."
+//! }
+//! ```
+//!
+//! A content call has no `vendor_response`: the host relays the download
+//! itself, so only the request is the adapter's.
+//!
 //! Every expectation is compared exactly, except that the string `"<any>"`
 //! matches any value and `vendor_request.headers` lists only the headers to
 //! check. The adapter's clock reads [`KIT_CLOCK_SECS`], so timestamps it
@@ -43,9 +73,12 @@
 use crate::billing::usage::Usage;
 use crate::config::PluginConfig;
 use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting, SseEvent};
-use crate::plugins::registry::{load_adapter, AdapterPlugin};
+use crate::plugins::registry::{load_file, AdapterPlugin, Loaded, VideoPlugin};
 use crate::plugins::sandbox::Sandbox;
-use crate::plugins::session::{AdapterSession, AnswerMode, OutboundBody};
+use crate::plugins::session::{
+    AdapterSession, AnswerMode, OutboundBody, OutboundRequest, TaskState, UpstreamTaskStatus,
+    VideoRequest, VideoSession,
+};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -149,6 +182,66 @@ struct Outcome {
     got: Map<String, Value>,
 }
 
+/// The fixture's `request_id`, or the default.
+fn request_id(case: &Value) -> &str {
+    case.get("request_id")
+        .and_then(Value::as_str)
+        .unwrap_or("req_fixture")
+}
+
+/// The request the adapter built, as a fixture writes it: of its headers,
+/// only those the fixture's `vendor_request.headers` lists.
+fn vendor_request_json(out: &OutboundRequest, case: &Value) -> Value {
+    let mut headers = Map::new();
+    let wanted = pairs(case.get("vendor_request").and_then(|r| r.get("headers")));
+    for (name, _) in &wanted {
+        let values: Vec<&str> = out
+            .headers
+            .get_all(name.as_str())
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        if !values.is_empty() {
+            headers.insert(name.clone(), json!(values.join(",")));
+        }
+    }
+    let mut vendor_request = json!({
+        "method": out.method.as_str(),
+        "path": out.path,
+        "headers": headers,
+        "body": match &out.body {
+            OutboundBody::Bytes(b) => body_json(b),
+            OutboundBody::ClientBody => json!("<the client's body>"),
+            OutboundBody::ClientForm(fields) => json!({
+                "<the client's form, with>": fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>()
+            }),
+        },
+    });
+    if let AnswerMode::Relay(_) = &out.answer {
+        vendor_request["answer"] = json!("relay");
+    }
+    vendor_request
+}
+
+/// A recorded vendor answer: its status (default 200), headers, and body
+/// (a string as it is, any other JSON as its text).
+fn vendor_answer(resp: &Value) -> (u16, Vec<Header>, Vec<u8>) {
+    let status = resp.get("status").and_then(Value::as_u64).unwrap_or(200) as u16;
+    let headers = pairs(resp.get("headers"))
+        .into_iter()
+        .map(|(name, value)| Header {
+            name: name.to_ascii_lowercase(),
+            value,
+        })
+        .collect();
+    let body = match resp.get("body") {
+        Some(Value::String(s)) => s.clone().into_bytes(),
+        Some(v) => v.to_string().into_bytes(),
+        None => Vec::new(),
+    };
+    (status, headers, body)
+}
+
 async fn run_case(
     sandbox: &Arc<Sandbox>,
     plugin: &Arc<AdapterPlugin>,
@@ -171,10 +264,7 @@ async fn run_case(
             .unwrap_or(model)
             .to_string(),
         stream: field("stream").and_then(Value::as_bool).unwrap_or(false),
-        request_id: field("request_id")
-            .and_then(Value::as_str)
-            .unwrap_or("req_fixture")
-            .to_string(),
+        request_id: request_id(case).to_string(),
         // Filtered as a running gateway filters them.
         client_headers: pairs(field("client_headers"))
             .into_iter()
@@ -206,52 +296,14 @@ async fn run_case(
             return Ok(Outcome { got });
         }
     };
-    let mut headers = Map::new();
-    let wanted = pairs(field("vendor_request").and_then(|r| r.get("headers")));
-    for (name, _) in &wanted {
-        let values: Vec<&str> = out
-            .headers
-            .get_all(name.as_str())
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        if !values.is_empty() {
-            headers.insert(name.clone(), json!(values.join(",")));
-        }
-    }
-    let mut vendor_request = json!({
-        "method": out.method.as_str(),
-        "path": out.path,
-        "headers": headers,
-        "body": match &out.body {
-            OutboundBody::Bytes(b) => body_json(b),
-            OutboundBody::ClientBody => json!("<the client's body>"),
-            OutboundBody::ClientForm(fields) => json!({
-                "<the client's form, with>": fields.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>()
-            }),
-        },
-    });
+    got.insert("vendor_request".into(), vendor_request_json(&out, case));
     // A relayed answer never reaches the adapter: its usage is known now.
     if let AnswerMode::Relay(u) = &out.answer {
-        vendor_request["answer"] = json!("relay");
         got.insert("usage".into(), usage_json(&Some(u.clone())));
     }
-    got.insert("vendor_request".into(), vendor_request);
     let state = out.state;
     if let Some(resp) = field("vendor_response") {
-        let status = resp.get("status").and_then(Value::as_u64).unwrap_or(200) as u16;
-        let vendor_headers: Vec<Header> = pairs(resp.get("headers"))
-            .into_iter()
-            .map(|(name, value)| Header {
-                name: name.to_ascii_lowercase(),
-                value,
-            })
-            .collect();
-        let body = match resp.get("body") {
-            Some(Value::String(s)) => s.clone().into_bytes(),
-            Some(v) => v.to_string().into_bytes(),
-            None => Vec::new(),
-        };
+        let (status, vendor_headers, body) = vendor_answer(resp);
         if (200..300).contains(&status) {
             match session
                 .translate_response(&ctx, &state, status, &vendor_headers, &body)
@@ -336,6 +388,112 @@ async fn run_case(
     Ok(Outcome { got })
 }
 
+/// A poll's reading in the fixture's terms.
+fn task_status_json(s: &UpstreamTaskStatus) -> Value {
+    let state = match s.state {
+        TaskState::Queued => "queued",
+        TaskState::InProgress => "in_progress",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Rejected => "rejected",
+    };
+    json!({
+        "state": state,
+        "progress": s.progress,
+        "actual_seconds": s.actual_seconds,
+        "error_message": s.error_message,
+    })
+}
+
+/// The host's validated submission, from the fixture's `video_request`.
+fn video_request(case: &Value) -> Result<VideoRequest, String> {
+    let req = case
+        .get("video_request")
+        .ok_or("a submit fixture needs `video_request`")?;
+    let text = |k: &str| {
+        req.get(k)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| format!("`video_request.{k}` is missing or not a string"))
+    };
+    let seconds = req
+        .get("seconds")
+        .and_then(Value::as_u64)
+        .and_then(|s| u32::try_from(s).ok())
+        .ok_or("`video_request.seconds` is missing or not a whole number")?;
+    Ok(VideoRequest {
+        upstream_model: text("upstream_model")?,
+        prompt: text("prompt")?,
+        seconds,
+        size: text("size")?,
+        ratio: text("ratio")?,
+        request_id: request_id(case).to_string(),
+    })
+}
+
+/// One call of a video adapter: the request it builds and, for a submission
+/// or a poll, what it reads from the vendor's answer, with the host's checks
+/// of both (one instance, as the host uses one per call).
+async fn run_video_case(
+    sandbox: &Arc<Sandbox>,
+    plugin: &VideoPlugin,
+    case: &Value,
+) -> Result<Outcome, String> {
+    let call = case
+        .get("call")
+        .and_then(Value::as_str)
+        .ok_or("`call` is missing (a video adapter's fixture is a submit, poll or content call)")?;
+    let task_id = || {
+        case.get("upstream_task_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("a {call} fixture needs `upstream_task_id`"))
+    };
+    let mut session = VideoSession::start(sandbox, plugin, request_id(case))
+        .await
+        .map_err(|e| e.to_string())?;
+    let built = match call {
+        "submit" => session.build_submit(&video_request(case)?).await,
+        "poll" => session.build_poll(task_id()?).await,
+        "content" => session.build_content(task_id()?).await,
+        other => return Err(format!("unknown call `{other}` (submit, poll or content)")),
+    };
+    let mut got = Map::new();
+    let out = match built {
+        Ok(out) => out,
+        Err(e) => {
+            got.insert("request_error".into(), json!(e.to_string()));
+            return Ok(Outcome { got });
+        }
+    };
+    got.insert("vendor_request".into(), vendor_request_json(&out, case));
+    let Some(resp) = case.get("vendor_response") else {
+        return Ok(Outcome { got });
+    };
+    let (status, _, body) = vendor_answer(resp);
+    let read = match call {
+        "submit" => session
+            .parse_submit(status, &body)
+            .await
+            .map(|id| ("task_id", json!(id))),
+        "poll" => session
+            .parse_poll(status, &body)
+            .await
+            .map(|s| ("task_status", task_status_json(&s))),
+        _ => {
+            return Err(
+                "a content call's answer is relayed by the host, not read by the adapter: \
+                 leave out `vendor_response`"
+                    .into(),
+            )
+        }
+    };
+    match read {
+        Ok((key, value)) => got.insert(key.into(), value),
+        Err(e) => got.insert("response_error".into(), json!(e.to_string())),
+    };
+    Ok(Outcome { got })
+}
+
 /// The keys of a fixture that are expectations.
 const EXPECTED: &[&str] = &[
     "vendor_request",
@@ -344,10 +502,18 @@ const EXPECTED: &[&str] = &[
     "stream_complete",
     "usage",
     "error",
+    "task_id",
+    "task_status",
     "request_error",
     "response_error",
     "stream_error",
 ];
+
+/// The component under test.
+enum Subject {
+    Text(Arc<AdapterPlugin>),
+    Video(Arc<VideoPlugin>),
+}
 
 /// Runs every fixture in `dir` against the component at `wasm`; prints one
 /// line per fixture and the differences; `Ok(true)` when all passed.
@@ -366,11 +532,14 @@ pub async fn run(wasm: &Path, dir: &Path, update: bool) -> anyhow::Result<bool> 
         },
         Arc::new(crate::clock::ManualClock::new(KIT_CLOCK_SECS * 1000)),
     )?);
-    let plugin = Arc::new(
-        load_adapter(&sandbox, wasm)
-            .await
-            .map_err(|why| anyhow::anyhow!("{}: {why}", wasm.display()))?,
-    );
+    let subject = match load_file(&sandbox, wasm)
+        .await
+        .map_err(|why| anyhow::anyhow!("{}: {why}", wasm.display()))?
+    {
+        Loaded::Adapter(p) => Subject::Text(Arc::new(p)),
+        Loaded::Video(p) => Subject::Video(Arc::new(p)),
+        Loaded::Policy(_) => anyhow::bail!("{}: is a policy, not an adapter", wasm.display()),
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -389,7 +558,11 @@ pub async fn run(wasm: &Path, dir: &Path, update: bool) -> anyhow::Result<bool> 
         let text = std::fs::read_to_string(file)?;
         let mut case: Value = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: not JSON: {e}", file.display()))?;
-        let outcome = match run_case(&sandbox, &plugin, &case).await {
+        let outcome = match &subject {
+            Subject::Text(plugin) => run_case(&sandbox, plugin, &case).await,
+            Subject::Video(plugin) => run_video_case(&sandbox, plugin, &case).await,
+        };
+        let outcome = match outcome {
             Ok(o) => o,
             Err(why) => {
                 failed += 1;

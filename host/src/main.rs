@@ -41,8 +41,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AdapterCommand {
-    /// Run a vendor adapter component against recorded fixtures, with no
-    /// network; print a diff for each mismatch; exit non-zero on any failure.
+    /// Run a vendor adapter component (text or video) against recorded
+    /// fixtures, with no network; print a diff for each mismatch; exit
+    /// non-zero on any failure.
     Test {
         /// The adapter component (`.wasm`).
         wasm: PathBuf,

@@ -1,7 +1,9 @@
-//! `gateway admin ...` against a running gateway's admin API.
+//! `gateway admin ...` against a running gateway's admin API, and
+//! `gateway adapter test` against fixtures written for the test.
 
 use crate::common::*;
-use serde_json::Value;
+use serde_json::{json, Value};
+use std::path::Path;
 use std::process::Command;
 
 fn admin(env: &Env, args: &[&str]) -> (bool, Value, String) {
@@ -139,4 +141,97 @@ async fn the_admin_cli_shows_channel_health_and_enables_a_channel() {
         tokio::task::block_in_place(|| admin(e, &["channels", "--enable", "no-such"]));
     assert!(!ok && err.contains("no channel named"), "{err}");
     env.stop().await;
+}
+
+/// A fixture of the repo's, read so a test can change it.
+fn repo_fixture(adapter: &str, name: &str) -> Value {
+    let path = repo_root()
+        .join("adapters")
+        .join(adapter)
+        .join("fixtures")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Writes `fixtures` (name, content) into a fresh folder, runs `gateway
+/// adapter test` with the built component on it, and returns the exit code
+/// and what it printed.
+fn adapter_test(component: &Path, fixtures: &[(&str, &Value)]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, fixture) in fixtures {
+        let text = serde_json::to_string_pretty(fixture).unwrap();
+        std::fs::write(dir.path().join(format!("{name}.json")), text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
+        .args(["adapter", "test"])
+        .arg(component)
+        .arg(dir.path())
+        .output()
+        .expect("gateway binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), format!("{stdout}{stderr}"))
+}
+
+#[test]
+fn the_adapter_kit_passes_fixtures_that_match() {
+    let plain = repo_fixture("openai", "chat-plain-cached");
+    let stream = repo_fixture("openai", "chat-stream");
+    let (code, out) = adapter_test(
+        &component("adapters", "openai"),
+        &[("plain", &plain), ("stream", &stream)],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("ok   plain\n") && out.contains("ok   stream\n"),
+        "{out}"
+    );
+    assert!(out.contains(": 2 passed, 0 failed"), "{out}");
+
+    let submit = repo_fixture("genvideo", "submit");
+    let poll = repo_fixture("genvideo", "poll-succeeded");
+    let (code, out) = adapter_test(
+        &component("adapters", "genvideo"),
+        &[("submit", &submit), ("poll", &poll)],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(": 2 passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn the_adapter_kit_fails_a_wrong_fixture_with_a_diff_naming_the_field() {
+    let right = repo_fixture("openai", "chat-plain-cached");
+    let mut wrong = right.clone();
+    wrong["client_response"]["body"]["choices"][0]["finish_reason"] = json!("length");
+    wrong["usage"]["cache_read_tokens"] = json!(1000);
+    let (code, out) = adapter_test(
+        &component("adapters", "openai"),
+        &[("right", &right), ("wrong", &wrong)],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert!(lines.contains(&"ok   right"), "{out}");
+    assert!(lines.contains(&"FAIL wrong"), "{out}");
+    assert!(
+        lines.contains(
+            &r#"client_response.body.choices[0].finish_reason: expected "length", got "stop""#
+        ),
+        "{out}"
+    );
+    assert!(
+        lines.contains(&"usage.cache_read_tokens: expected 1000, got 1024"),
+        "{out}"
+    );
+    assert!(out.contains(": 1 passed, 1 failed"), "{out}");
+
+    let mut wrong = repo_fixture("genvideo", "poll-succeeded");
+    wrong["task_status"]["actual_seconds"] = json!(5);
+    let (code, out) = adapter_test(&component("adapters", "genvideo"), &[("poll", &wrong)]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim() == "task_status.actual_seconds: expected 5, got 4"),
+        "{out}"
+    );
 }

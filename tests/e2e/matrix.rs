@@ -61,6 +61,18 @@ impl Vendor {
         }
     }
 
+    /// The reasoning tokens the vendor counted, where its usage has such a
+    /// count (Anthropic's folds thinking into `output_tokens` and says no
+    /// more).
+    fn reasoning(self, u: &Value) -> Option<u64> {
+        let n = |v: &Value| v.as_u64().unwrap_or(0);
+        match self {
+            Vendor::OpenAi => Some(n(&u["completion_tokens_details"]["reasoning_tokens"])),
+            Vendor::Anthropic => None,
+            Vendor::Gemini => Some(n(&u["thoughtsTokenCount"])),
+        }
+    }
+
     /// Prices in quota per 1M tokens: (input, output, cache read, cache write),
     /// as `default_models` configures them.
     fn prices(self) -> (i64, i64, i64, i64) {
@@ -159,17 +171,17 @@ impl Cell<'_> {
         a
     }
 
-    /// The usage the vendor reported for the last call, canonical.
-    fn vendor_usage(&self) -> (u64, u64, u64, u64) {
+    /// The usage the vendor reported for the last call, in its own terms.
+    fn vendor_usage(&self) -> Value {
         let recorded = self.env.sim.requests();
         let last = recorded.last().expect("the vendor was called");
-        let usage = last.usage.as_ref().expect("the simulator reported usage");
-        self.vendor.canonical(usage)
+        last.usage.clone().expect("the simulator reported usage")
     }
 
     /// The client saw the vendor's usage, and the account paid exactly that.
     async fn check_usage_and_charge(&self, a: &Answer) {
-        let (input, output, read, write) = self.vendor_usage();
+        let reported = self.vendor_usage();
+        let (input, output, read, write) = self.vendor.canonical(&reported);
         let seen = a.usage.expect("the client was told the usage");
         assert_eq!(
             (seen.0, seen.1, seen.2),
@@ -194,6 +206,13 @@ impl Cell<'_> {
             self.client, self.vendor
         );
         assert_eq!(row["cache_write_tokens"], write);
+        if let Some(reasoning) = self.vendor.reasoning(&reported) {
+            assert_eq!(
+                row["reasoning_tokens"], reasoning,
+                "{:?} → {:?}: the vendor's reasoning count recorded: {row}",
+                self.client, self.vendor
+            );
+        }
         let (balance, sum) = self.env.balance(&self.account).await;
         assert_eq!(balance, sum, "the ledger adds up");
     }
@@ -367,6 +386,11 @@ async fn thinking(cell: &Cell<'_>, stream: bool) {
             a.signature.is_some(),
             "{client:?} → {vendor:?}: the signature reached the client"
         );
+    }
+    // The vendors that count reasoning counted it (one token a word), so the
+    // check of the recorded count below compares something.
+    if let Some(reasoning) = vendor.reasoning(&cell.vendor_usage()) {
+        assert_eq!(reasoning, REASONING.split_whitespace().count() as u64);
     }
     cell.check_usage_and_charge(&a).await;
     let next = ask.then(&a, Turn::User("and at sunset".into()));

@@ -276,20 +276,23 @@ async fn a_stream_that_breaks_ends_with_the_protocols_error_event() {
             Client::Messages => {
                 assert_eq!(name.as_deref(), Some("error"), "an Anthropic error event");
                 assert_eq!(v["type"], "error");
-                assert!(v["error"]["message"]
-                    .as_str()
-                    .unwrap()
-                    .contains("request id"));
             }
             Client::Gemini => {
                 assert!(name.is_none());
                 assert!(data.starts_with("{\"error\":"), "error first: {data}");
-                assert!(v["error"]["code"].is_u64());
+                // A cut vendor stream is a 502, which google.rpc calls INTERNAL.
+                assert_eq!(v["error"]["code"], 502, "{data}");
+                assert_eq!(v["error"]["status"], "INTERNAL", "{data}");
             }
             _ => {
                 assert!(v["error"]["code"].is_string(), "{client:?}: {data}");
             }
         }
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.ends_with(&format!("(request id: {})", a.request_id)),
+            "{client:?}: the message ends with this call's request id: {data}"
+        );
         assert!(
             !a.events.iter().any(|(_, d)| d == "[DONE]"),
             "{client:?}: no [DONE] after a cut"

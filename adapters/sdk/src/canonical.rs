@@ -10,7 +10,10 @@
 //!   `Other(raw)`, never silently "stop";
 //! - [`Usage`] has one definition (see its docs); each codec converts its
 //!   vendor's counting to it, because vendors disagree on whether cached
-//!   tokens are part of the prompt count.
+//!   tokens are part of the prompt count;
+//! - a [`StreamEvent`] is a start, a delta, a finish or a usage report; a
+//!   vendor's error mid-stream travels as `Err(TranslateError::Vendor)` to
+//!   the host, which renders it (see [`StreamEvent`] for why).
 //!
 //! It is plain Rust, not WIT: free to grow without breaking the host ABI.
 
@@ -312,6 +315,18 @@ pub struct Response {
 
 /// One thing a stream said. Tool calls are numbered by `index`, their order
 /// in the answer (0, 1, ...); a call starts before its arguments arrive.
+///
+/// A vendor's error mid-stream is deliberately not an event: every stream
+/// parser answers it (Anthropic's `event: error`, an OpenAI or Gemini chunk
+/// carrying `error`, a Responses `error` or `response.failed`) with
+/// `Err(TranslateError::Vendor)`, which the driver hands the host as WIT's
+/// `upstream-failed`. The host must see it as a failure, not as output: before
+/// the stream's first event is committed to the client it may move the call
+/// to another channel, and after that it writes the client protocol's error
+/// event itself, in the envelope of its protocol table, with the request id,
+/// billing what was relayed — none of which an encoder knows. The same-
+/// protocol passthroughs, which never make canonical events, report vendor
+/// errors the same way, so one path carries every stream error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEvent {
     /// The answer began (with the vendor's id, when it has one).

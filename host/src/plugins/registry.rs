@@ -295,20 +295,17 @@ fn check_version(v: &str) -> Result<(), String> {
     }
 }
 
-enum Loaded {
+/// One loaded component, of whichever world it exports.
+pub enum Loaded {
     Adapter(AdapterPlugin),
     Video(VideoPlugin),
     Policy(PolicyPlugin),
 }
 
-/// Loads one text adapter component from `path`, compiled without the
-/// cache, with every check a folder load makes (the adapter kit's entry).
-pub async fn load_adapter(sandbox: &Sandbox, path: &Path) -> Result<AdapterPlugin, String> {
-    match load_one(sandbox, None, path).await? {
-        Loaded::Adapter(a) => Ok(a),
-        Loaded::Video(_) => Err("is a video adapter, not a text adapter".into()),
-        Loaded::Policy(_) => Err("is a policy, not a text adapter".into()),
-    }
+/// Loads one component from `path`, compiled without the cache, with every
+/// check a folder load makes (the adapter kit's entry).
+pub async fn load_file(sandbox: &Sandbox, path: &Path) -> Result<Loaded, String> {
+    load_one(sandbox, None, path).await
 }
 
 async fn load_one(

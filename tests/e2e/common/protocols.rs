@@ -50,6 +50,27 @@ pub enum Turn {
     Results(Vec<(Call, String)>),
 }
 
+/// How an OpenAI chat client switches thinking off: the three spellings
+/// of spec §4.3.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ThinkingOff {
+    /// `reasoning_effort: "none"`
+    #[default]
+    ReasoningEffortNone,
+    /// `enable_thinking: false`
+    EnableThinkingFalse,
+    /// `thinking: {"type": "disabled"}`
+    ThinkingDisabled,
+}
+
+impl ThinkingOff {
+    pub const ALL: [ThinkingOff; 3] = [
+        ThinkingOff::ReasoningEffortNone,
+        ThinkingOff::EnableThinkingFalse,
+        ThinkingOff::ThinkingDisabled,
+    ];
+}
+
 /// What a test asks, in neutral terms.
 #[derive(Debug, Clone)]
 pub struct Ask {
@@ -62,8 +83,11 @@ pub struct Ask {
     pub tools: Vec<String>,
     /// `Some(true)`: ask for thinking; `Some(false)`: switch it off.
     pub thinking: Option<bool>,
+    /// How an OpenAI chat client says off (the other protocols have one way).
+    pub chat_thinking_off: ThinkingOff,
     pub stop: Vec<String>,
     pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
 }
 
 impl Ask {
@@ -76,8 +100,10 @@ impl Ask {
             max_tokens: None,
             tools: Vec::new(),
             thinking: None,
+            chat_thinking_off: ThinkingOff::default(),
             stop: Vec::new(),
             temperature: None,
+            top_p: None,
         }
     }
 
@@ -106,6 +132,13 @@ impl Ask {
         self
     }
 
+    /// Thinking off, spelt this way by an OpenAI chat client.
+    pub fn thinking_off_as(mut self, spelling: ThinkingOff) -> Self {
+        self.thinking = Some(false);
+        self.chat_thinking_off = spelling;
+        self
+    }
+
     pub fn stop(mut self, s: &str) -> Self {
         self.stop.push(s.to_string());
         self
@@ -113,6 +146,11 @@ impl Ask {
 
     pub fn temperature(mut self, t: f64) -> Self {
         self.temperature = Some(t);
+        self
+    }
+
+    pub fn top_p(mut self, p: f64) -> Self {
+        self.top_p = Some(p);
         self
     }
 
@@ -631,7 +669,11 @@ fn chat_body(ask: &Ask) -> Value {
     }
     match ask.thinking {
         Some(true) => b["reasoning_effort"] = json!("low"),
-        Some(false) => b["reasoning_effort"] = json!("none"),
+        Some(false) => match ask.chat_thinking_off {
+            ThinkingOff::ReasoningEffortNone => b["reasoning_effort"] = json!("none"),
+            ThinkingOff::EnableThinkingFalse => b["enable_thinking"] = json!(false),
+            ThinkingOff::ThinkingDisabled => b["thinking"] = json!({"type": "disabled"}),
+        },
         None => {}
     }
     if !ask.stop.is_empty() {
@@ -639,6 +681,9 @@ fn chat_body(ask: &Ask) -> Value {
     }
     if let Some(t) = ask.temperature {
         b["temperature"] = json!(t);
+    }
+    if let Some(p) = ask.top_p {
+        b["top_p"] = json!(p);
     }
     b
 }
@@ -666,6 +711,9 @@ fn completions_body(ask: &Ask) -> Value {
     }
     if let Some(t) = ask.temperature {
         b["temperature"] = json!(t);
+    }
+    if let Some(p) = ask.top_p {
+        b["top_p"] = json!(p);
     }
     b
 }
@@ -730,6 +778,9 @@ fn responses_body(ask: &Ask) -> Value {
     if let Some(t) = ask.temperature {
         b["temperature"] = json!(t);
     }
+    if let Some(p) = ask.top_p {
+        b["top_p"] = json!(p);
+    }
     b
 }
 
@@ -790,6 +841,9 @@ fn messages_body(ask: &Ask) -> Value {
     }
     if let Some(t) = ask.temperature {
         b["temperature"] = json!(t);
+    }
+    if let Some(p) = ask.top_p {
+        b["top_p"] = json!(p);
     }
     b
 }
@@ -863,6 +917,9 @@ fn gemini_body(ask: &Ask) -> Value {
     }
     if let Some(t) = ask.temperature {
         config.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = ask.top_p {
+        config.insert("topP".into(), json!(p));
     }
     if !config.is_empty() {
         b["generationConfig"] = Value::Object(config);
