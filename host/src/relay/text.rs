@@ -501,7 +501,6 @@ async fn attempt(
     };
     let status = resp.status();
     let vendor_headers = guest_headers(resp.headers());
-    let mut session = session().await?;
     if !status.is_success() {
         let resp_headers = resp.headers().clone();
         let resp_headers = &resp_headers;
@@ -515,6 +514,7 @@ async fn attempt(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+        let mut session = session().await?;
         let mapped = match session
             .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
             .await
@@ -558,6 +558,7 @@ async fn attempt(
         });
     }
     if req.stream {
+        let mut session = session().await?;
         let translator = session
             .open_stream(&ctx, &adapter_state)
             .await
@@ -601,6 +602,7 @@ async fn attempt(
             )))
         }
     };
+    let mut session = session().await?;
     let answer = session
         .translate_response(
             &ctx,
