@@ -1,94 +1,72 @@
 //! Reading an OpenAI chat stream as it arrives: counts its events (frames),
 //! notices the first content delta (time to first token) and the `[DONE]`
-//! end marker. Body chunks may split lines and events anywhere.
+//! end marker. The events are framed by `eventsource-stream`, as in the
+//! gateway (chunks may split lines and events anywhere); this module adds
+//! what loadgen measures, and a bound on bytes that complete no event.
 
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::{Stream, StreamExt};
 use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-/// How much of a line may be buffered (a longer one is a broken stream).
-const MAX_LINE: usize = 1 << 20;
+/// How many bytes may arrive without completing an event (more is a broken
+/// stream).
+const MAX_PENDING: usize = 1 << 20;
+
+/// The `data` of each event of a byte stream, in order; an error ends it.
+pub fn events<S, E>(body: S) -> impl Stream<Item = Result<String, String>>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: std::fmt::Display,
+{
+    let pending = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let pending = pending.clone();
+        body.map(move |chunk| {
+            let chunk = chunk.map_err(|e| e.to_string())?;
+            if pending.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len() > MAX_PENDING {
+                return Err("more than 1 MiB without completing an SSE event".to_string());
+            }
+            Ok(chunk)
+        })
+    };
+    counted.eventsource().map(move |event| {
+        pending.store(0, Ordering::Relaxed);
+        event.map(|e| e.data).map_err(|e| e.to_string())
+    })
+}
 
 #[derive(Debug, Default)]
 pub struct Scanner {
-    /// The unfinished line.
-    line: Vec<u8>,
-    /// The `data:` payload of the event being read.
-    data: Vec<u8>,
-    /// Whether the event being read had a `data:` line.
-    has_data: bool,
     /// A content delta has been seen.
     pub content_seen: bool,
     /// `data: [DONE]` has been seen.
     pub done: bool,
 }
 
-/// What one chunk completed.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Fed {
-    /// Events (with a `data:` line) that ended in this chunk.
-    pub frames: u64,
-    /// The first content delta of the stream ended in this chunk.
-    pub first_content: bool,
-}
-
 impl Scanner {
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Fed, &'static str> {
-        let mut fed = Fed::default();
-        let mut rest = chunk;
-        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-            self.line.extend_from_slice(&rest[..nl]);
-            rest = &rest[nl + 1..];
-            let mut line = std::mem::take(&mut self.line);
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            self.line_done(&line, &mut fed);
-            // Keep the allocation for the next line.
-            line.clear();
-            self.line = line;
-        }
-        self.line.extend_from_slice(rest);
-        if self.line.len() > MAX_LINE {
-            return Err("an SSE line longer than 1 MiB");
-        }
-        Ok(fed)
-    }
-
-    fn line_done(&mut self, line: &[u8], fed: &mut Fed) {
-        if line.is_empty() {
-            if std::mem::take(&mut self.has_data) {
-                self.event_done(fed);
-            }
-            self.data.clear();
-        } else if let Some(payload) = line.strip_prefix(b"data:") {
-            let payload = payload.strip_prefix(b" ").unwrap_or(payload);
-            if self.has_data {
-                self.data.push(b'\n');
-            }
-            self.data.extend_from_slice(payload);
-            self.has_data = true;
-        }
-        // Comments (`: ...`), `event:`, `id:` and `retry:` lines are not
-        // frames of their own.
-    }
-
-    fn event_done(&mut self, fed: &mut Fed) {
-        fed.frames += 1;
-        if self.data == b"[DONE]" {
+    /// Takes one event's data; says whether it is the stream's first
+    /// content delta.
+    pub fn event(&mut self, data: &str) -> bool {
+        if data == "[DONE]" {
             self.done = true;
-        } else if !self.content_seen && has_content(&self.data) {
+        } else if !self.content_seen && has_content(data) {
             self.content_seen = true;
-            fed.first_content = true;
+            return true;
         }
+        false
     }
 }
 
 /// A chat chunk whose first choice's delta carries non-empty `content`.
-fn has_content(data: &[u8]) -> bool {
+fn has_content(data: &str) -> bool {
     // Cheap test first: most chunks after the first token are never parsed.
-    if !data.windows(9).any(|w| w == b"\"content\"") {
+    if !data.contains("\"content\"") {
         return false;
     }
-    serde_json::from_slice::<Value>(data).is_ok_and(|v| {
+    serde_json::from_str::<Value>(data).is_ok_and(|v| {
         v["choices"][0]["delta"]["content"]
             .as_str()
             .is_some_and(|s| !s.is_empty())
@@ -111,73 +89,75 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn whole_stream_in_one_chunk() {
+    /// What reading `bytes` in chunks of `size` gives: frames, first
+    /// contents, the number of chunks read when the first content event
+    /// came out, and the scanner.
+    async fn scan(bytes: &[u8], size: usize) -> Result<(u64, u32, Option<usize>, Scanner), String> {
+        let read = Arc::new(AtomicUsize::new(0));
+        let chunks: Vec<Result<Bytes, String>> = bytes
+            .chunks(size)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let counter = read.clone();
+        let body = futures_util::stream::iter(chunks).inspect(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
         let mut s = Scanner::default();
-        let fed = s.feed(stream("\n").as_bytes()).expect("feed");
-        assert_eq!(
-            fed,
-            Fed {
-                frames: 5,
-                first_content: true
+        let (mut frames, mut firsts, mut first_after) = (0, 0, None);
+        let mut events = std::pin::pin!(events(body));
+        while let Some(data) = events.next().await {
+            frames += 1;
+            if s.event(&data?) {
+                firsts += 1;
+                first_after = Some(read.load(Ordering::Relaxed));
             }
-        );
+        }
+        Ok((frames, firsts, first_after, s))
+    }
+
+    #[tokio::test]
+    async fn whole_stream_in_one_chunk() {
+        let bytes = stream("\n").into_bytes();
+        let (frames, firsts, _, s) = scan(&bytes, bytes.len()).await.expect("scan");
+        assert_eq!((frames, firsts), (5, 1));
         assert!(s.done && s.content_seen);
     }
 
-    #[test]
-    fn any_split_gives_the_same_counts() {
+    #[tokio::test]
+    async fn any_split_gives_the_same_counts() {
         for nl in ["\n", "\r\n"] {
             let bytes = stream(nl).into_bytes();
             for size in [1, 2, 3, 7, 50] {
-                let mut s = Scanner::default();
-                let (mut frames, mut firsts, mut first_at) = (0, 0, None);
-                for (i, chunk) in bytes.chunks(size).enumerate() {
-                    let fed = s.feed(chunk).expect("feed");
-                    frames += fed.frames;
-                    if fed.first_content {
-                        firsts += 1;
-                        first_at = Some(i * size);
-                    }
-                }
+                let (frames, firsts, first_after, s) = scan(&bytes, size).await.expect("scan");
                 assert_eq!((frames, firsts), (5, 1), "nl {nl:?} size {size}");
                 assert!(s.done);
-                // The first content delta ends in the second event.
+                // The first content delta ends in the second event: it comes
+                // out once the chunk holding that event's end has been read.
                 let second_end = ROLE.len() + WORD.len() + 4 * nl.len();
-                let at = first_at.expect("first content");
+                let at = (first_after.expect("first content") - 1) * size;
                 assert!(at < second_end && second_end <= at + size, "size {size}");
             }
         }
     }
 
-    #[test]
-    fn comments_names_and_empty_content_are_not_tokens() {
-        let mut s = Scanner::default();
-        let fed = s
-            .feed(
-                format!(
-                    ": keep-alive\n\nevent: x\n{ROLE}\n\n{}\n\n",
-                    r#"data: {"choices":[],"usage":{"content":1}}"#
-                )
-                .as_bytes(),
-            )
-            .expect("feed");
-        assert_eq!(
-            fed,
-            Fed {
-                frames: 2,
-                first_content: false
-            }
+    #[tokio::test]
+    async fn comments_names_and_empty_content_are_not_tokens() {
+        let first = format!(
+            ": keep-alive\n\nevent: x\n{ROLE}\n\n{}\n\n",
+            r#"data: {"choices":[],"usage":{"content":1}}"#
         );
+        let (frames, firsts, _, s) = scan(first.as_bytes(), first.len()).await.expect("scan");
+        assert_eq!((frames, firsts), (2, 0));
         assert!(!s.done);
         // Without the end marker the stream is not done.
-        let fed = s.feed(format!("{WORD}\n\n").as_bytes()).expect("feed");
-        assert!(fed.first_content && !s.done);
+        let more = format!("{first}{WORD}\n\n");
+        let (_, firsts, _, s) = scan(more.as_bytes(), more.len()).await.expect("scan");
+        assert!(firsts == 1 && !s.done);
     }
 
-    #[test]
-    fn runaway_lines_are_refused() {
-        let mut s = Scanner::default();
-        assert!(s.feed(&vec![b'x'; MAX_LINE + 1]).is_err());
+    #[tokio::test]
+    async fn runaway_lines_are_refused() {
+        let bytes = vec![b'x'; MAX_PENDING + 1];
+        assert!(scan(&bytes, 4096).await.is_err());
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
@@ -14,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::sse::Scanner;
+use crate::sse::{self, Scanner};
 use crate::stats::Tally;
 use crate::target::Target;
 
@@ -171,23 +172,21 @@ async fn exchange(
     let status = resp.status().as_u16();
     // Reading to the end is part of the latency and keeps the connection
     // reusable.
-    let mut body = resp.into_body();
+    let body = resp.into_body();
     if !job.stream || !(200..300).contains(&status) {
         body.collect().await?;
         return Ok(Answer { status, ttft: None });
     }
     let mut scan = Scanner::default();
     let mut ttft = None;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
-            continue; // trailers
-        };
-        let fed = scan.feed(&data).map_err(anyhow::Error::msg)?;
+    let mut events = std::pin::pin!(sse::events(body.into_data_stream()));
+    while let Some(data) = events.next().await {
+        let first_content = scan.event(&data.map_err(anyhow::Error::msg)?);
         let now = Instant::now();
         if now >= job.record_from {
-            tally.frames += fed.frames;
+            tally.frames += 1;
         }
-        if fed.first_content {
+        if first_content {
             ttft = Some(now.saturating_duration_since(started));
         }
     }
