@@ -518,9 +518,12 @@ impl Ledger {
         let mut books = self.lock();
         let mut facts = Vec::new();
         let mut out = Settlement::default();
-        let mut sync = false;
+        // A video hold's close must survive a power cut, like its opening.
+        let mut durability = Durability::Written;
         if let Some(res) = books.holds.remove(hold_id) {
-            sync = res.kind == ReservationKind::Video;
+            if res.kind == ReservationKind::Video {
+                durability = Durability::Synced;
+            }
             let cost = cost.max(0);
             if let Some(a) = books.accounts.get_mut(&res.account_id) {
                 if cost <= res.amount {
@@ -584,11 +587,6 @@ impl Ledger {
             books.next_usage_seq += 1;
             facts.push(Fact::Usage(u));
         }
-        let durability = if sync {
-            Durability::Synced
-        } else {
-            Durability::Written
-        };
         let wait = self.log(&mut books, facts, durability)?;
         Ok((out, wait))
     }

@@ -378,11 +378,12 @@ impl<I> Warm<I> {
         }
     }
 
-    /// Idle instances now (tests, the admin view).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.idle().len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -368,13 +368,12 @@ impl AdapterSession {
     /// succeeded.
     pub async fn recycle(mut self, translator: Option<ResourceAny>) {
         if let Some(t) = translator {
-            self.sandbox.arm(&mut self.store);
-            let dropped = tokio::time::timeout(
-                self.sandbox.hard_timeout(),
-                t.resource_drop_async(&mut self.store),
-            )
-            .await;
-            if !matches!(dropped, Ok(Ok(()))) {
+            let dropped = guarded!(
+                self.sandbox,
+                self.store,
+                t.resource_drop_async(&mut self.store)
+            );
+            if dropped.is_err() {
                 return;
             }
         }
