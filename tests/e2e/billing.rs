@@ -61,7 +61,7 @@ pub async fn ledger(env: &Env, account: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_is_charged_its_real_usage_and_the_rest_of_the_hold_refunded() {
+async fn a_call_is_charged_its_real_usage_in_one_ledger_entry() {
     let env = Env::start().await;
     let account = env.account("5").await;
     let (token, key) = env.token_with(&account, json!({})).await;
@@ -97,13 +97,12 @@ async fn a_call_is_charged_its_real_usage_and_the_rest_of_the_hold_refunded() {
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["trial", "reserve", "settle", "refund"]);
+    // The hold lived in memory; the call left one entry, its charge.
+    assert_eq!(kinds, ["trial", "charge"]);
     let entries = l["ledger"].as_array().unwrap();
-    assert_eq!(entries[2]["charged"], cost);
-    assert_eq!(
-        -entries[1]["amount"].as_i64().unwrap() - entries[3]["amount"].as_i64().unwrap(),
-        cost
-    );
+    assert_eq!(entries[1]["charged"], cost);
+    assert_eq!(entries[1]["amount"], -cost);
+    assert_eq!(entries[1]["reference"], rid.as_str());
     env.stop().await;
 }
 

@@ -51,13 +51,13 @@ fn guest_then_backup() -> Setup {
     )
 }
 
-/// The settlements in an account's ledger.
+/// The charges in an account's ledger (one per billed text call).
 fn settlements(ledger: &Value) -> usize {
     ledger["ledger"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["kind"] == "settle")
+        .filter(|e| e["kind"] == "charge")
         .count()
 }
 

@@ -86,6 +86,7 @@ fn account_json(state: &SharedState, a: &crate::store::records::Account) -> Valu
         "created_at": a.created_at,
         "balance": a.balance,
         "balance_cny": cur.to_cny(a.balance),
+        "held": state.ledger.held(&a.id),
     })
 }
 

@@ -78,13 +78,10 @@ pub async fn usage(
                 .token(&caller.token.id)
                 .map(|t| t.used)
                 .unwrap_or(0),
-            None => {
-                let a = state
-                    .ledger
-                    .account(&caller.token.account_id)
-                    .ok_or(ApiError::InvalidToken)?;
-                a.credited - a.balance - state.ledger.held(&a.id)
-            }
+            None => state
+                .ledger
+                .spent(&caller.token.account_id)
+                .ok_or(ApiError::InvalidToken)?,
         }
     } else {
         let from = match &range.start_date {

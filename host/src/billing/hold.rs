@@ -1,10 +1,10 @@
 //! Money held for one call in flight.
 //!
 //! A [`Hold`] is created by a successful reservation and must end in
-//! [`Hold::settle`] (the call's real cost, the rest refunded) or
+//! [`Hold::settle`] (the call's real cost, the rest let go) or
 //! [`Hold::release`] (nothing charged). If it is dropped without either —
-//! an early return, a panic, a cancelled request — the drop refunds it in the
-//! background, so no code path can leave money stuck.
+//! an early return, a panic, a cancelled request — the drop releases it in
+//! the background, so no code path can leave money stuck.
 
 use super::ledger::{Ledger, Settlement};
 use super::money::Quota;
@@ -39,7 +39,7 @@ impl Hold {
         &self.id
     }
 
-    /// Charges `cost` (the usage row records it) and refunds the rest.
+    /// Charges `cost` (the usage row records it) and lets go of the rest.
     pub async fn settle(
         mut self,
         cost: Quota,
@@ -68,16 +68,18 @@ impl Drop for Hold {
         let (ledger, id, now) = (self.ledger.clone(), std::mem::take(&mut self.id), self.now);
         let refund = async move {
             if let Err(e) = ledger.settle(&id, 0, None, now).await {
-                tracing::error!("refunding abandoned reservation {id} failed: {e}");
+                tracing::error!("releasing abandoned hold {id} failed: {e}");
             }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(h) => {
                 h.spawn(refund);
             }
-            // Outside a runtime (shutdown): the hold is in the log as open,
-            // and start-up refunds open text holds.
-            Err(_) => tracing::warn!("reservation left open at shutdown; refunded at next start"),
+            // Outside a runtime (shutdown): a text hold lives in memory only
+            // and ends with the process, having taken nothing.
+            Err(_) => {
+                tracing::warn!("a hold left open at shutdown ended with it; nothing was charged")
+            }
         }
     }
 }

@@ -3,11 +3,21 @@
 //! logged before they are acknowledged (see `store::wal`).
 //!
 //! Rules, enforced here and nowhere else:
-//! - a balance changes only by a ledger entry (trial, top-up, reserve,
-//!   settle, refund) posted in the same step, so `balance == Σ entries`;
-//! - a reservation never takes a balance below zero, nor a token past its cap;
-//! - settling charges the real cost and refunds the rest of the hold; a cost
-//!   beyond the hold is taken from the balance only as far as it reaches.
+//! - a balance changes only by a ledger entry (trial, top-up, charge,
+//!   reserve, settle, refund) posted in the same step, so `balance == Σ entries`;
+//! - a hold never takes more than the balance has free (the balance less
+//!   the text holds open on it), nor a token past its cap;
+//! - closing a hold charges the real cost; a cost beyond the hold is taken
+//!   from the balance only as far as its free part reaches.
+//!
+//! Two kinds of hold. A *text* hold lasts as long as one HTTP call and lives
+//! only here, in memory: opening it logs nothing, and closing it logs one
+//! `charge` entry with the call's usage row — a call costs one log record,
+//! whatever its hold. If the process dies mid-call, the hold dies with it and
+//! nothing was taken, so there is nothing to refund. A *video* hold backs a
+//! task for hours, across restarts: it takes the money out of the balance
+//! with a logged `reserve` entry, fsynced before the task is accepted, and is
+//! closed by `settle` and `refund` entries.
 //!
 //! One mutex guards the books. Every operation holds it for a few
 //! microseconds of arithmetic and queues its log record before releasing it,
@@ -55,14 +65,17 @@ pub fn hash_key(key: &str) -> String {
 struct TokenEntry {
     meta: Arc<Token>,
     used: Quota,
+    /// Held by video holds (logged, so it survives a restart).
     reserved: Quota,
+    /// Held by text holds (memory only).
+    held: Quota,
 }
 
 impl TokenEntry {
     fn snapshot(&self) -> Token {
         Token {
             used: self.used,
-            reserved: self.reserved,
+            reserved: self.reserved + self.held,
             ..(*self.meta).clone()
         }
     }
@@ -85,13 +98,25 @@ fn balance_fact(a: &Account) -> Fact {
     }
 }
 
+/// An open hold.
+struct Held {
+    res: Reservation,
+    /// Opened by a logged `reserve` entry and closed by logged `settle` and
+    /// `refund` entries: video holds, and text holds an earlier version of
+    /// the gateway logged. A text hold lives in memory only.
+    logged: bool,
+}
+
 #[derive(Default)]
 struct Books {
     accounts: HashMap<String, Account>,
     tokens: HashMap<String, TokenEntry>,
     /// Key hash → token id, for tokens that can still authenticate.
     by_key: HashMap<String, String>,
-    holds: HashMap<String, Reservation>,
+    holds: HashMap<String, Held>,
+    /// Account id → the sum of its open text holds, which its balance still
+    /// counts but no other hold may take.
+    text_held: HashMap<String, Quota>,
     next_seq: u64,
     next_usage_seq: u64,
 }
@@ -104,7 +129,7 @@ impl Books {
         token_id: Option<&str>,
         amount: Quota,
     ) -> Option<ReserveRefusal> {
-        let Some(balance) = self.accounts.get(account_id).map(|a| a.balance) else {
+        let Some(balance) = self.free(account_id) else {
             return Some(ReserveRefusal::NoAccount);
         };
         if balance < amount {
@@ -112,10 +137,124 @@ impl Books {
         }
         let token = token_id.and_then(|id| self.tokens.get(id))?;
         let limit = token.meta.quota_limit?;
-        (token.used + token.reserved + amount > limit).then_some(ReserveRefusal::TokenQuota {
-            limit,
-            used: token.used,
-        })
+        (token.used + token.reserved + token.held + amount > limit).then_some(
+            ReserveRefusal::TokenQuota {
+                limit,
+                used: token.used,
+            },
+        )
+    }
+
+    /// The part of an account's balance no text hold has claimed.
+    fn free(&self, account_id: &str) -> Option<Quota> {
+        let a = self.accounts.get(account_id)?;
+        Some(a.balance - self.text_held.get(account_id).copied().unwrap_or(0))
+    }
+
+    /// Closes a memory-only text hold: one `charge` entry for what the call
+    /// cost. A cost beyond the hold takes only what the balance has free.
+    fn close_text(
+        &mut self,
+        res: &Reservation,
+        cost: Quota,
+        now: i64,
+        facts: &mut Vec<Fact>,
+    ) -> Settlement {
+        // Free before this hold is released: what lies beyond this hold and
+        // every other text hold.
+        let free = self.free(&res.account_id).unwrap_or(0).max(0);
+        if let Some(held) = self.text_held.get_mut(&res.account_id) {
+            *held -= res.amount;
+            if *held <= 0 {
+                self.text_held.remove(&res.account_id);
+            }
+        }
+        let charged = if cost <= res.amount {
+            cost
+        } else {
+            res.amount + (cost - res.amount).min(free)
+        };
+        let token = res.token_id.as_ref().and_then(|id| self.tokens.get_mut(id));
+        if let Some(t) = token {
+            t.held = (t.held - res.amount).max(0);
+            if charged > 0 {
+                t.used += charged;
+                facts.push(t.money_fact());
+            }
+        }
+        if let (Some(a), true) = (self.accounts.get_mut(&res.account_id), charged > 0) {
+            Books::post(
+                a,
+                LedgerKind::Charge,
+                -charged,
+                &res.reference,
+                now,
+                Some(charged),
+                facts,
+            );
+            facts.push(balance_fact(a));
+        }
+        Settlement {
+            charged,
+            refunded: res.amount.saturating_sub(charged).max(0),
+        }
+    }
+
+    /// Closes a logged hold (the money already left the balance at
+    /// `reserve`): `settle` for the cost, `refund` for the rest.
+    fn close_logged(
+        &mut self,
+        res: &Reservation,
+        cost: Quota,
+        now: i64,
+        facts: &mut Vec<Fact>,
+    ) -> Settlement {
+        let mut out = Settlement::default();
+        let free = self.free(&res.account_id).unwrap_or(0).max(0);
+        if let Some(a) = self.accounts.get_mut(&res.account_id) {
+            if cost <= res.amount {
+                out = Settlement {
+                    charged: cost,
+                    refunded: res.amount - cost,
+                };
+                if cost > 0 {
+                    Books::post(a, LedgerKind::Settle, 0, &res.id, now, Some(cost), facts);
+                }
+                if out.refunded > 0 {
+                    Books::post(
+                        a,
+                        LedgerKind::Refund,
+                        out.refunded,
+                        &res.id,
+                        now,
+                        None,
+                        facts,
+                    );
+                }
+            } else {
+                // The vendor used more than the estimate: collect what the
+                // balance has free, never more.
+                let extra = (cost - res.amount).min(free);
+                out.charged = res.amount + extra;
+                Books::post(
+                    a,
+                    LedgerKind::Settle,
+                    -extra,
+                    &res.id,
+                    now,
+                    Some(out.charged),
+                    facts,
+                );
+            }
+            facts.push(balance_fact(a));
+        }
+        if let Some(t) = res.token_id.as_ref().and_then(|id| self.tokens.get_mut(id)) {
+            t.reserved = (t.reserved - res.amount).max(0);
+            t.used += out.charged;
+            facts.push(t.money_fact());
+        }
+        facts.push(Fact::HoldClosed { id: res.id.clone() });
+        out
     }
 
     /// Posts one entry to an account: moves the balance, returns the facts.
@@ -156,8 +295,10 @@ pub struct Ledger {
 
 impl Ledger {
     /// Replays the log into redb, loads the books from redb and starts
-    /// logging. Text holds left open by an earlier run are refunded (their
-    /// calls died with the process); video holds belong to tasks and stay.
+    /// logging. Video holds belong to tasks and stay. Text holds are never
+    /// logged; any found were logged by an earlier version of the gateway
+    /// (which took them from the balance) and are refunded, their calls
+    /// having died with that process.
     pub fn open(store: Store, dir: &Path, sync: WalSync, now: i64) -> Result<Ledger, StoreError> {
         let last_seq = wal::recover(dir, &store, crate::store::accounts::apply_facts)?;
         let mut books = Books {
@@ -177,12 +318,15 @@ impl Ledger {
                 TokenEntry {
                     used: t.used,
                     reserved: t.reserved,
+                    held: 0,
                     meta: Arc::new(t),
                 },
             );
         }
-        for r in store.open_reservations()? {
-            books.holds.insert(r.id.clone(), r);
+        for res in store.open_reservations()? {
+            books
+                .holds
+                .insert(res.id.clone(), Held { res, logged: true });
         }
         let wal = wal::start(
             dir,
@@ -200,8 +344,8 @@ impl Ledger {
             .lock()
             .holds
             .values()
-            .filter(|r| r.kind == ReservationKind::Text)
-            .map(|r| r.id.clone())
+            .filter(|h| h.res.kind == ReservationKind::Text)
+            .map(|h| h.res.id.clone())
             .collect();
         for id in &stale {
             // Logged before the first call is served; at start-up a
@@ -360,6 +504,7 @@ impl Ledger {
                     meta: Arc::new(token.clone()),
                     used: 0,
                     reserved: 0,
+                    held: 0,
                 },
             );
             self.log(
@@ -427,12 +572,10 @@ impl Ledger {
 
     // ---- holds ----------------------------------------------------------------
 
-    /// Holds `amount` of the account's balance (and of the token's cap) for a
-    /// call in flight. With `wait`, returns only once the hold is logged (a
-    /// video hold must survive a crash with its task); a text hold is not
-    /// waited for — losing it in a crash only drops a hold on money that was
-    /// never charged.
-    #[allow(clippy::too_many_arguments)]
+    /// Holds `amount` of the account's free balance (and of the token's cap)
+    /// for a call in flight. A text hold is made in memory and logs nothing;
+    /// a video hold is logged as a `reserve` entry and returns once fsynced
+    /// (it must survive a power cut with its task).
     pub async fn reserve(
         &self,
         account_id: &str,
@@ -441,7 +584,6 @@ impl Ledger {
         kind: ReservationKind,
         reference: &str,
         now: i64,
-        wait: bool,
     ) -> Result<Result<Reservation, ReserveRefusal>, StoreError> {
         let amount = amount.max(0);
         let (rx, res) = {
@@ -458,6 +600,18 @@ impl Ledger {
                 reference: reference.to_string(),
                 created_at: now,
             };
+            if kind == ReservationKind::Text {
+                *books.text_held.entry(account_id.to_string()).or_default() += amount;
+                if let Some(t) = token_id.and_then(|id| books.tokens.get_mut(id)) {
+                    t.held += amount;
+                }
+                let held = Held {
+                    res: res.clone(),
+                    logged: false,
+                };
+                books.holds.insert(res.id.clone(), held);
+                return Ok(Ok(res));
+            }
             let mut facts = Vec::new();
             if let Some(a) = books.accounts.get_mut(account_id) {
                 if amount > 0 {
@@ -478,16 +632,12 @@ impl Ledger {
                 facts.push(t.money_fact());
             }
             facts.push(Fact::HoldOpened(res.clone()));
-            books.holds.insert(res.id.clone(), res.clone());
-            // A video hold backs a task for hours: it must survive a power
-            // cut too. A text hold is not waited for at all — losing one in a
-            // crash only drops a hold on money that was never charged.
-            let how = match (wait, kind) {
-                (false, _) => Durability::Buffered,
-                (true, ReservationKind::Video) => Durability::Synced,
-                (true, ReservationKind::Text) => Durability::Written,
+            let held = Held {
+                res: res.clone(),
+                logged: true,
             };
-            (self.log(&mut books, facts, how)?, res)
+            books.holds.insert(res.id.clone(), held);
+            (self.log(&mut books, facts, Durability::Synced)?, res)
         };
         Self::acked(rx).await?;
         Ok(Ok(res))
@@ -518,68 +668,18 @@ impl Ledger {
         let mut books = self.lock();
         let mut facts = Vec::new();
         let mut out = Settlement::default();
-        // A video hold's close must survive a power cut, like its opening.
+        // The settlement is written before the answer that depends on it; a
+        // video hold's close must survive a power cut, like its opening.
         let mut durability = Durability::Written;
-        if let Some(res) = books.holds.remove(hold_id) {
-            if res.kind == ReservationKind::Video {
+        if let Some(held) = books.holds.remove(hold_id) {
+            if held.res.kind == ReservationKind::Video {
                 durability = Durability::Synced;
             }
-            let cost = cost.max(0);
-            if let Some(a) = books.accounts.get_mut(&res.account_id) {
-                if cost <= res.amount {
-                    out = Settlement {
-                        charged: cost,
-                        refunded: res.amount - cost,
-                    };
-                    if cost > 0 {
-                        Books::post(
-                            a,
-                            LedgerKind::Settle,
-                            0,
-                            &res.id,
-                            now,
-                            Some(cost),
-                            &mut facts,
-                        );
-                    }
-                    if out.refunded > 0 {
-                        Books::post(
-                            a,
-                            LedgerKind::Refund,
-                            out.refunded,
-                            &res.id,
-                            now,
-                            None,
-                            &mut facts,
-                        );
-                    }
-                } else {
-                    // The vendor used more than the estimate: collect what the
-                    // balance holds, never more.
-                    let extra = (cost - res.amount).min(a.balance.max(0));
-                    out.charged = res.amount + extra;
-                    Books::post(
-                        a,
-                        LedgerKind::Settle,
-                        -extra,
-                        &res.id,
-                        now,
-                        Some(out.charged),
-                        &mut facts,
-                    );
-                }
-                facts.push(balance_fact(a));
-            }
-            if let Some(t) = res
-                .token_id
-                .as_ref()
-                .and_then(|id| books.tokens.get_mut(id))
-            {
-                t.reserved = (t.reserved - res.amount).max(0);
-                t.used += out.charged;
-                facts.push(t.money_fact());
-            }
-            facts.push(Fact::HoldClosed { id: res.id.clone() });
+            out = if held.logged {
+                books.close_logged(&held.res, cost.max(0), now, &mut facts)
+            } else {
+                books.close_text(&held.res, cost.max(0), now, &mut facts)
+            };
         }
         if let Some(mut u) = usage {
             u.cost = out.charged;
@@ -591,7 +691,6 @@ impl Ledger {
         Ok((out, wait))
     }
 
-    /// Money on hold for an account's calls in flight.
     /// Whether a hold of `amount` would be granted now (it is not made).
     pub fn can_reserve(
         &self,
@@ -605,18 +704,33 @@ impl Ledger {
         }
     }
 
+    /// Money on hold for an account's calls and tasks in flight.
     pub fn held(&self, account_id: &str) -> Quota {
         self.lock()
             .holds
             .values()
-            .filter(|h| h.account_id == account_id)
-            .map(|h| h.amount)
+            .filter(|h| h.res.account_id == account_id)
+            .map(|h| h.res.amount)
             .sum()
+    }
+
+    /// Everything charged to an account so far: what it was credited, less
+    /// its balance and the logged holds that took money out of it.
+    pub fn spent(&self, account_id: &str) -> Option<Quota> {
+        let books = self.lock();
+        let a = books.accounts.get(account_id)?;
+        let taken: Quota = books
+            .holds
+            .values()
+            .filter(|h| h.logged && h.res.account_id == account_id)
+            .map(|h| h.res.amount)
+            .sum();
+        Some(a.credited - a.balance - taken)
     }
 
     /// Open holds (tests, reconciliation of video holds).
     pub fn holds(&self) -> Vec<Reservation> {
-        self.lock().holds.values().cloned().collect()
+        self.lock().holds.values().map(|h| h.res.clone()).collect()
     }
 
     /// Waits until every change so far is in redb (admin reads of the ledger
@@ -678,28 +792,12 @@ mod tests {
             .unwrap();
         assert_eq!(l.token_by_key(&key).unwrap().id, tok.id);
         let r = l
-            .reserve(
-                &a.id,
-                Some(&tok.id),
-                600,
-                ReservationKind::Text,
-                "q",
-                2,
-                false,
-            )
+            .reserve(&a.id, Some(&tok.id), 600, ReservationKind::Text, "q", 2)
             .await
             .unwrap()
             .unwrap();
         let refused = l
-            .reserve(
-                &a.id,
-                Some(&tok.id),
-                400,
-                ReservationKind::Text,
-                "q2",
-                2,
-                false,
-            )
+            .reserve(&a.id, Some(&tok.id), 400, ReservationKind::Text, "q2", 2)
             .await
             .unwrap();
         assert_eq!(
@@ -726,14 +824,14 @@ mod tests {
 
         // A cost past the hold takes only what the balance holds.
         let r = l
-            .reserve(&a.id, None, 700, ReservationKind::Text, "q3", 4, false)
+            .reserve(&a.id, None, 700, ReservationKind::Text, "q3", 4)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(l.settle(&r.id, 5_000, None, 5).await.unwrap().charged, 750);
         assert_eq!(l.account(&a.id).unwrap().balance, 0);
         assert_eq!(
-            l.reserve(&a.id, None, 1, ReservationKind::Text, "q4", 6, false)
+            l.reserve(&a.id, None, 1, ReservationKind::Text, "q4", 6)
                 .await
                 .unwrap(),
             Err(ReserveRefusal::Insufficient { balance: 0 })
@@ -746,7 +844,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_restart_replays_the_log_and_refunds_text_holds_only() {
+    async fn a_restart_replays_the_log_keeps_video_holds_and_forgets_text_ones() {
         let dir = tempfile::tempdir().unwrap();
         let id;
         {
@@ -754,13 +852,13 @@ mod tests {
             let a = l.create_account("a", "default", 1_000, 1).await.unwrap();
             id = a.id.clone();
             for kind in [ReservationKind::Text, ReservationKind::Video] {
-                l.reserve(&a.id, None, 100, kind, "x", 1, true)
+                l.reserve(&a.id, None, 100, kind, "x", 1)
                     .await
                     .unwrap()
                     .unwrap();
             }
             let r = l
-                .reserve(&a.id, None, 100, ReservationKind::Text, "y", 1, true)
+                .reserve(&a.id, None, 100, ReservationKind::Text, "y", 1)
                 .await
                 .unwrap()
                 .unwrap();
@@ -772,5 +870,135 @@ mod tests {
         assert_eq!(l.account(&id).unwrap().balance, 1_000 - 100 - 40);
         l.checkpoint().await.unwrap();
         assert_eq!(sum(l.store(), &id), 1_000 - 100 - 40);
+        let kinds: Vec<LedgerKind> = l
+            .store()
+            .ledger(&id)
+            .unwrap()
+            .iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [LedgerKind::Trial, LedgerKind::Reserve, LedgerKind::Charge],
+            "the open text hold left nothing behind"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_text_hold_an_earlier_version_logged_is_refunded_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let id;
+        {
+            let l = open(dir.path());
+            let a = l.create_account("a", "default", 1_000, 1).await.unwrap();
+            id = a.id.clone();
+            l.checkpoint().await.unwrap();
+            // What the older gateway logged for a text call in flight.
+            let res = Reservation {
+                id: "res_old".into(),
+                account_id: id.clone(),
+                token_id: None,
+                amount: 300,
+                kind: ReservationKind::Text,
+                reference: "req_old".into(),
+                created_at: 1,
+            };
+            let facts = vec![
+                Fact::Ledger {
+                    account_id: id.clone(),
+                    entry: LedgerEntry {
+                        seq: 2,
+                        kind: LedgerKind::Reserve,
+                        amount: -300,
+                        balance_after: 700,
+                        reference: res.id.clone(),
+                        at: 1,
+                        charged: None,
+                    },
+                },
+                Fact::Balance {
+                    account_id: id.clone(),
+                    balance: 700,
+                    ledger_seq: 2,
+                    credited: 1_000,
+                },
+                Fact::HoldOpened(res),
+            ];
+            l.store()
+                .write_blocking(move |txn| crate::store::accounts::apply_facts(txn, &facts))
+                .unwrap();
+        }
+        let l = open(dir.path());
+        assert!(l.holds().is_empty());
+        assert_eq!(l.account(&id).unwrap().balance, 1_000);
+        l.checkpoint().await.unwrap();
+        assert_eq!(sum(l.store(), &id), 1_000);
+        assert!(l.store().open_reservations().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn text_holds_claim_the_balance_without_moving_it_and_no_hold_takes_anothers_money() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = open(dir.path());
+        let a = l.create_account("a", "default", 1_000, 1).await.unwrap();
+        let first = l
+            .reserve(&a.id, None, 600, ReservationKind::Text, "q1", 2)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            l.account(&a.id).unwrap().balance,
+            1_000,
+            "nothing taken yet"
+        );
+        assert_eq!(l.held(&a.id), 600);
+        assert_eq!(
+            l.reserve(&a.id, None, 500, ReservationKind::Video, "t", 2)
+                .await
+                .unwrap(),
+            Err(ReserveRefusal::Insufficient { balance: 400 }),
+            "a video hold sees only the free part"
+        );
+        let second = l
+            .reserve(&a.id, None, 300, ReservationKind::Text, "q2", 2)
+            .await
+            .unwrap()
+            .unwrap();
+        // The second call costs far more than its hold: it may take the
+        // free 100, never the first call's 600.
+        let s = l.settle(&second.id, 5_000, None, 3).await.unwrap();
+        assert_eq!(
+            s,
+            Settlement {
+                charged: 400,
+                refunded: 0
+            }
+        );
+        assert_eq!(l.account(&a.id).unwrap().balance, 600);
+        let s = l.settle(&first.id, 600, None, 3).await.unwrap();
+        assert_eq!(
+            s,
+            Settlement {
+                charged: 600,
+                refunded: 0
+            }
+        );
+        assert_eq!(l.account(&a.id).unwrap().balance, 0);
+        assert_eq!(l.spent(&a.id), Some(1_000));
+        l.checkpoint().await.unwrap();
+        assert_eq!(sum(l.store(), &a.id), 0);
+        let entries = l.store().ledger(&a.id).unwrap();
+        let charges: Vec<(LedgerKind, Quota, &str)> = entries
+            .iter()
+            .map(|e| (e.kind, e.amount, e.reference.as_str()))
+            .collect();
+        assert_eq!(
+            charges,
+            [
+                (LedgerKind::Trial, 1_000, "trial credit"),
+                (LedgerKind::Charge, -400, "q2"),
+                (LedgerKind::Charge, -600, "q1"),
+            ]
+        );
     }
 }

@@ -78,7 +78,6 @@ impl Charge {
                 ReservationKind::Text,
                 &caller.info.id,
                 now,
-                false,
             )
             .await
             .map_err(ApiError::internal)?;
@@ -172,7 +171,7 @@ impl Charge {
     }
 
     /// Bills `usage` at the model's prices (nothing when the vendor reported
-    /// none), refunds the rest of the hold, writes the usage row and frees
+    /// none), lets go of the rest of the hold, writes the usage row and frees
     /// the concurrency slot. Logged before it returns, so an answer sent
     /// after it can never be lost to a crash.
     pub async fn settle(mut self, usage: Option<&Usage>, status: u16, note: Option<String>) {
@@ -248,7 +247,7 @@ impl Drop for Charge {
                     }
                 });
             }
-            // Outside a runtime the hold's own drop logs it; start-up refunds it.
+            // Outside a runtime the hold ends with the process (its drop says so).
             Err(_) => drop(hold),
         }
     }

@@ -27,7 +27,12 @@ pub enum LedgerKind {
     /// New-account credit.
     Trial,
     TopUp,
-    /// Money held for a call in flight (negative amount).
+    /// A text call's cost, taken when the call ends (negative amount; its
+    /// hold lived only in the ledger's memory). `charged` repeats the cost
+    /// and `reference` is the call's request id.
+    Charge,
+    /// Money held for a video task (negative amount); in a database written
+    /// before text holds moved to memory, also for a text call.
     Reserve,
     /// A call's real cost confirmed. Its amount is zero when the reservation
     /// covered the cost (the money already left the balance at `reserve`);

@@ -337,7 +337,6 @@ pub async fn submit(
             ReservationKind::Video,
             &task_id,
             now,
-            true,
         )
         .await
         .map_err(ApiError::internal)?
