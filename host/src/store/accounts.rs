@@ -4,7 +4,7 @@
 //! `billing::ledger`.
 
 use super::records::*;
-use super::{decode, encode, Store, StoreError};
+use super::{compact, decode, encode, Store, StoreError};
 use super::{
     ACCOUNTS, BALANCES, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY, USAGE,
     USAGE_BY_ACCOUNT,
@@ -46,7 +46,10 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                 balances.insert(a.id.as_str(), (a.balance, a.ledger_seq, a.credited));
             }
             Fact::Ledger { account_id, entry } => {
-                ledger.insert((account_id.as_str(), entry.seq), encode(entry).as_slice())?;
+                ledger.insert(
+                    (account_id.as_str(), entry.seq),
+                    compact::encode_ledger(entry).as_slice(),
+                )?;
             }
             Fact::Balance {
                 account_id,
@@ -82,7 +85,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                 }
             }
             Fact::Usage(u) => {
-                usage.insert(u.seq, encode(u).as_slice())?;
+                usage.insert(u.seq, compact::encode_usage(u).as_slice())?;
                 usage_index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
             }
         }
@@ -104,8 +107,8 @@ pub(crate) fn build_usage_index(txn: &WriteTransaction) -> Result<(), StoreError
     let usage = txn.open_table(USAGE)?;
     let mut index = txn.open_table(USAGE_BY_ACCOUNT)?;
     for row in usage.iter()? {
-        let (_, v) = row?;
-        let u: UsageRecord = decode("usage", v.value())?;
+        let (k, v) = row?;
+        let u = compact::decode_usage(k.value(), v.value())?;
         index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
     }
     Ok(())
@@ -134,8 +137,8 @@ impl Store {
         let t = txn.open_table(LEDGER)?;
         let mut out = Vec::new();
         for row in t.range((account_id, 0)..=(account_id, u64::MAX))? {
-            let (_, v) = row?;
-            out.push(decode("ledger", v.value())?);
+            let (k, v) = row?;
+            out.push(compact::decode_ledger(k.value().1, v.value())?);
         }
         Ok(out)
     }
@@ -201,7 +204,7 @@ impl Store {
                     let (k, _) = row?;
                     let (_, _, seq) = k.value();
                     if let Some(v) = t.get(seq)? {
-                        let u: UsageRecord = decode("usage", v.value())?;
+                        let u = compact::decode_usage(seq, v.value())?;
                         if wanted(&u) {
                             out.push(u);
                         }
@@ -213,8 +216,8 @@ impl Store {
                     if out.len() >= limit {
                         break;
                     }
-                    let (_, v) = row?;
-                    let u: UsageRecord = decode("usage", v.value())?;
+                    let (k, v) = row?;
+                    let u = compact::decode_usage(k.value(), v.value())?;
                     if wanted(&u) {
                         out.push(u);
                     }
@@ -243,7 +246,7 @@ impl Store {
             let (k, _) = row?;
             let (_, _, seq) = k.value();
             if let Some(v) = t.get(seq)? {
-                out.push(decode("usage", v.value())?);
+                out.push(compact::decode_usage(seq, v.value())?);
             }
         }
         Ok(out)

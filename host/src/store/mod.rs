@@ -13,6 +13,7 @@
 //! changes reach redb through the ledger's write-ahead log (`wal`), in batches.
 
 pub mod accounts;
+mod compact;
 pub mod models;
 pub mod records;
 pub mod video;

@@ -1,4 +1,5 @@
-//! The records kept in the store, as serialised (JSON) into redb values.
+//! The records kept in the store, as serialised into redb values: JSON,
+//! except usage rows and ledger entries (`compact`).
 
 use crate::billing::money::Quota;
 use crate::billing::usage::Meter;
