@@ -329,6 +329,9 @@ fn operation_id(method: &HttpMethod, path: &str) -> String {
     id.trim_end_matches('_').to_string()
 }
 
+/// Media types and their schemas (a request body, or an answer).
+type Contents = Vec<(&'static str, RefOr<Schema>)>;
+
 /// One operation to describe.
 struct Op {
     method: HttpMethod,
@@ -338,8 +341,8 @@ struct Op {
     description: Option<String>,
     authenticated: bool,
     params: Vec<Parameter>,
-    body: Option<Vec<(&'static str, RefOr<Schema>)>>,
-    ok: Vec<(u16, &'static str, Vec<(&'static str, RefOr<Schema>)>)>,
+    body: Option<Contents>,
+    ok: Vec<(u16, &'static str, Contents)>,
     errors: Vec<u16>,
     /// Its 400 may be envelope 2.
     video_validation: bool,
@@ -372,12 +375,7 @@ impl Op {
         self
     }
 
-    fn ok(
-        mut self,
-        status: u16,
-        description: &'static str,
-        contents: Vec<(&'static str, RefOr<Schema>)>,
-    ) -> Op {
+    fn ok(mut self, status: u16, description: &'static str, contents: Contents) -> Op {
         self.ok.push((status, description, contents));
         self
     }
