@@ -23,7 +23,9 @@
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
 
 tokio::task_local! {
     /// The id of the request being served, for error messages.
@@ -65,6 +67,108 @@ pub fn current_request_id() -> String {
 #[derive(Clone, Copy, Debug)]
 pub struct Enveloped;
 
+// The envelopes, as types: `body_in` builds every error body from these, and
+// the OpenAPI document (`api::openapi`) describes them from the same types.
+
+/// Envelope 1 (spec §7.1), the OpenAI protocol's.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpenAiErrorEnvelope {
+    pub error: OpenAiError,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OpenAiError {
+    /// The stable code (spec §7.2, or the gateway's own for gateway-only
+    /// cases), or a vendor's.
+    #[schema(example = "model_not_found")]
+    pub code: String,
+    /// Ends with `(request id: <id>)`.
+    pub message: String,
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: &'static str,
+    /// What some errors carry beside code and message: the current values of
+    /// a cap (`current`, `limit`, `spent_today`, `would_be`), a quote's
+    /// `old_price` and `new_price`, the quota a hold needed
+    /// (`required_quota`, `balance_quota`).
+    #[serde(flatten)]
+    pub extra: std::collections::BTreeMap<String, Value>,
+}
+
+/// Envelope 2 (spec §7.1): gateway validation of a video request. The
+/// stable code (`invalid_duration`, ...) leads the message.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VideoValidationEnvelope {
+    /// Always `invalid_parameters`.
+    #[schema(example = "invalid_parameters")]
+    pub code: &'static str,
+    #[schema(example = "invalid_duration: seconds must be 4 to 12 (request id: req_1)")]
+    pub message: String,
+    /// Always null.
+    #[schema(schema_with = null_schema)]
+    pub data: Option<Value>,
+}
+
+fn null_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::Type::Null)
+        .build()
+}
+
+/// The Anthropic Messages protocol's envelope (also the data of a stream's
+/// `event: error`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AnthropicErrorEnvelope {
+    /// Always `error`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub error: AnthropicError,
+    pub request_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AnthropicError {
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// The Gemini protocol's envelope (google.rpc.Status), the stable code in an
+/// `ErrorInfo` detail.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GeminiErrorEnvelope {
+    pub error: GeminiError,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GeminiError {
+    /// The HTTP status.
+    pub code: u16,
+    pub message: String,
+    #[schema(example = "INVALID_ARGUMENT")]
+    pub status: &'static str,
+    pub details: Vec<GeminiErrorInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GeminiErrorInfo {
+    /// `type.googleapis.com/google.rpc.ErrorInfo`.
+    #[serde(rename = "@type")]
+    pub kind: &'static str,
+    /// The stable code.
+    #[schema(example = "model_not_found")]
+    pub reason: String,
+    /// Always `gateway`.
+    pub domain: &'static str,
+}
+
+/// An envelope as a JSON value (serializing these types cannot fail: their
+/// maps have string keys).
+fn to_json(body: impl Serialize) -> Value {
+    serde_json::to_value(body).unwrap_or(Value::Null)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("{0}")]
@@ -86,6 +190,14 @@ pub enum ApiError {
     },
     #[error("model `{0}` does not exist or is not enabled")]
     ModelNotFound(String),
+    /// The model is served, but no channel of it speaks this endpoint's
+    /// protocol (a rerank model asked for images): the request's mistake,
+    /// not an outage.
+    #[error("model `{model}` is not served on this endpoint (the `{endpoint}` protocol); use an endpoint its channels serve")]
+    ModelNotSupported {
+        model: String,
+        endpoint: &'static str,
+    },
     #[error("{0}")]
     NotFound(String),
     #[error("too many requests from {ip}: the limit is {limit} per {window_secs} s; retry after {retry_after_secs} s")]
@@ -240,7 +352,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         let code = match self {
-            InvalidRequest(_) | VideoValidation { .. } => 400,
+            InvalidRequest(_) | VideoValidation { .. } | ModelNotSupported { .. } => 400,
             InvalidToken => 401,
             InsufficientQuota { .. } => 402,
             TokenModelDenied(_) | TokenIpDenied(_) | TokenQuotaExhausted { .. } => 403,
@@ -284,6 +396,7 @@ impl ApiError {
             TokenQuotaExhausted { .. } => "token_quota_exhausted",
             InsufficientQuota { .. } => "insufficient_user_quota",
             ModelNotFound(_) => "model_not_found",
+            ModelNotSupported { .. } => "model_not_supported",
             NotFound(_) => "not_found",
             RateLimited { .. } => "rate_limit_exceeded",
             GroupConcurrency { .. } => "group_concurrency_limit",
@@ -441,22 +554,25 @@ impl ApiError {
         let message = format!("{} (request id: {request_id})", self.public_message());
         match envelope {
             Envelope::OpenAi => self.body(request_id),
-            Envelope::Anthropic => json!({
-                "type": "error",
-                "error": { "type": self.anthropic_type(), "message": message },
-                "request_id": request_id,
+            Envelope::Anthropic => to_json(AnthropicErrorEnvelope {
+                kind: "error",
+                error: AnthropicError {
+                    kind: self.anthropic_type(),
+                    message,
+                },
+                request_id: request_id.to_string(),
             }),
-            Envelope::Gemini => json!({
-                "error": {
-                    "code": self.status().as_u16(),
-                    "message": message,
-                    "status": self.gemini_status(),
-                    "details": [{
-                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                        "reason": self.code(),
-                        "domain": "gateway",
+            Envelope::Gemini => to_json(GeminiErrorEnvelope {
+                error: GeminiError {
+                    code: self.status().as_u16(),
+                    message,
+                    status: self.gemini_status(),
+                    details: vec![GeminiErrorInfo {
+                        kind: "type.googleapis.com/google.rpc.ErrorInfo",
+                        reason: self.code().to_string(),
+                        domain: "gateway",
                     }],
-                }
+                },
             }),
         }
     }
@@ -474,14 +590,20 @@ impl ApiError {
         let message = format!("{} (request id: {request_id})", self.public_message());
         if matches!(self, ApiError::VideoValidation { .. }) {
             // Envelope 2: a generic top-level code; the stable one leads the message.
-            return json!({ "code": "invalid_parameters", "message": message, "data": null });
+            return to_json(VideoValidationEnvelope {
+                code: "invalid_parameters",
+                message,
+                data: None,
+            });
         }
-        let mut err = Map::new();
-        err.insert("code".into(), json!(self.code()));
-        err.insert("message".into(), json!(message));
-        err.insert("type".into(), json!(self.error_type()));
-        err.extend(self.extra());
-        json!({ "error": err })
+        to_json(OpenAiErrorEnvelope {
+            error: OpenAiError {
+                code: self.code().to_string(),
+                message,
+                kind: self.error_type(),
+                extra: self.extra().into_iter().collect(),
+            },
+        })
     }
 }
 

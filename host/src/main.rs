@@ -89,17 +89,16 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
-        Command::CheckConfig { config } => match Config::load(&config) {
-            Ok(_) => {
-                println!("{}: ok", config.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(2)
-            }
-        },
+        Command::CheckConfig { config } => {
+            // Progress on stderr; stdout carries the verdict alone.
+            eprintln!(
+                "checking {}: every field, secrets, channels against models, prices...",
+                config.display()
+            );
+            check_config(&config)
+        }
         Command::Admin(args) => admin_cli::run(args),
+
         Command::Adapter(AdapterCommand::Test {
             wasm,
             fixtures,
@@ -128,6 +127,26 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// `check-config`: the verdict, and what the file configures.
+fn check_config(config: &std::path::Path) -> ExitCode {
+    match Config::load(config) {
+        Ok(c) => {
+            println!(
+                "{}: ok ({} channel(s), {} model(s), {} video model(s))",
+                config.display(),
+                c.channels.len(),
+                c.models.len(),
+                c.video_models.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
     }
 }

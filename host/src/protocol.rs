@@ -101,6 +101,11 @@ impl ClientProtocol {
 }
 
 impl ClientProtocol {
+    /// The actions of a `{model_action}` route (empty for other routes).
+    pub fn actions(&self) -> &'static [&'static str] {
+        self.actions
+    }
+
     /// Whether a path's `model:action`, if this row names actions, is one of
     /// them.
     fn serves_action(&self, path: &str) -> bool {

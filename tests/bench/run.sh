@@ -290,10 +290,10 @@ GATEWAY_ADMIN_URL=$(sed -E 's|.*\(admin on (http://[0-9.:]+)\).*|\1|' <<<"$line"
 json_field() {
     python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
-out=$(timeout 30 "$BIN/gateway" admin account create --name bench --trial-credit 1000000) ||
+out=$(timeout 30 "$BIN/gateway" admin --json account create --name bench --trial-credit 1000000) ||
     die "could not create the bench account"
 ACCOUNT_ID=$(json_field id <<<"$out")
-out=$(timeout 30 "$BIN/gateway" admin token create --account "$ACCOUNT_ID" --name bench) ||
+out=$(timeout 30 "$BIN/gateway" admin --json token create --account "$ACCOUNT_ID" --name bench) ||
     die "could not create the bench token"
 TOKEN=$(json_field key <<<"$out")
 

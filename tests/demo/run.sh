@@ -211,9 +211,9 @@ json_field() {
 if key_works; then
     say "reusing the demo token in .demo/api-key"
 else
-    out=$("$BIN/gateway" admin account create --name demo --trial-credit 100) || die "could not create the demo account (see above)"
+    out=$("$BIN/gateway" admin --json account create --name demo --trial-credit 100) || die "could not create the demo account (see above)"
     ACCOUNT_ID=$(json_field id <<<"$out")
-    out=$("$BIN/gateway" admin token create --account "$ACCOUNT_ID" --name demo) ||
+    out=$("$BIN/gateway" admin --json token create --account "$ACCOUNT_ID" --name demo) ||
         die "could not create the demo token (see above)"
     json_field key <<<"$out" >"$DEMO/api-key"
     printf '%s\n' "$ACCOUNT_ID" >"$DEMO/account-id"

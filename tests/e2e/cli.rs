@@ -8,7 +8,7 @@ use std::process::Command;
 
 fn admin(env: &Env, args: &[&str]) -> (bool, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gateway"))
-        .arg("admin")
+        .args(["admin", "--json"])
         .args(args)
         .env("GATEWAY_ADMIN_URL", format!("http://{}", env.gw.admin_addr))
         .env("GATEWAY_ADMIN_KEY", ADMIN_KEY)
@@ -234,4 +234,60 @@ fn the_adapter_kit_fails_a_wrong_fixture_with_a_diff_naming_the_field() {
             .any(|l| l.trim() == "task_status.actual_seconds: expected 5, got 4"),
         "{out}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_cli_prints_tables_by_default_and_says_what_long_operations_do() {
+    let env = Env::start().await;
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gateway"))
+            .arg("admin")
+            .args(args)
+            .env("GATEWAY_ADMIN_URL", format!("http://{}", env.gw.admin_addr))
+            .env("GATEWAY_ADMIN_KEY", ADMIN_KEY)
+            .output()
+            .expect("gateway binary runs")
+    };
+    let out = tokio::task::block_in_place(|| run(&["account", "create", "--name", "tabled"]));
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+    assert!(
+        text.contains("│ field") && text.contains("tabled"),
+        "{text}"
+    );
+
+    let out = tokio::task::block_in_place(|| run(&["account", "list"]));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let header = text.lines().nth(1).unwrap_or_default();
+    assert!(
+        header.contains("balance_cny") && header.contains("created_at"),
+        "{text}"
+    );
+    assert!(text.contains("tabled"));
+    // `--json` anywhere after `admin` gives the API's JSON.
+    let out = tokio::task::block_in_place(|| run(&["account", "list", "--json"]));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON with --json");
+    assert!(v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["name"] == "tabled"));
+
+    let out = tokio::task::block_in_place(|| run(&["plugins", "--reload"]));
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("rescanning the plugin folders"), "{err}");
+    assert!(err.contains("component(s) loaded"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("openai") && text.contains("sha256"), "{text}");
+
+    let out = tokio::task::block_in_place(|| run(&["reload"]));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("re-read its config file") && err.contains("done:"),
+        "{err}"
+    );
+    env.stop().await;
 }

@@ -181,7 +181,7 @@ def _stop(proc: subprocess.Popen | None) -> None:
 
 def _admin(env: dict[str, str], *args: str) -> dict:
     out = subprocess.run(
-        [str(BIN / "gateway"), "admin", *args],
+        [str(BIN / "gateway"), "admin", "--json", *args],
         env=env,
         capture_output=True,
         text=True,

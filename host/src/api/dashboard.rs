@@ -17,13 +17,35 @@ use crate::error::ApiError;
 use crate::state::SharedState;
 use axum::extract::{Query, State};
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// `GET /v1/dashboard/billing/subscription`. Amounts in CNY.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Subscription {
+    /// Always `billing_subscription`.
+    pub object: &'static str,
+    pub has_payment_method: bool,
+    pub soft_limit_usd: f64,
+    /// Everything credited to the account, or the token's spending cap.
+    pub hard_limit_usd: f64,
+    pub system_hard_limit_usd: f64,
+    /// The token's expiry (Unix seconds), or 0.
+    pub access_until: i64,
+}
+
+/// `GET /v1/dashboard/billing/usage`: hundredths of a CNY spent.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UsageTotal {
+    /// Always `list`.
+    pub object: &'static str,
+    pub total_usage: f64,
+}
 
 pub async fn subscription(
     State(state): State<SharedState>,
     caller: Caller,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Subscription>, ApiError> {
     let cur = &state.config.currency;
     let limit = match caller.token.quota_limit {
         Some(cap) => cap,
@@ -36,21 +58,26 @@ pub async fn subscription(
         }
     };
     let hard = cur.to_cny(limit);
-    Ok(Json(json!({
-        "object": "billing_subscription",
-        "has_payment_method": true,
-        "soft_limit_usd": hard,
-        "hard_limit_usd": hard,
-        "system_hard_limit_usd": hard,
-        "access_until": caller.token.expires_at.unwrap_or(0),
-    })))
+    Ok(Json(Subscription {
+        object: "billing_subscription",
+        has_payment_method: true,
+        soft_limit_usd: hard,
+        hard_limit_usd: hard,
+        system_hard_limit_usd: hard,
+        access_until: caller.token.expires_at.unwrap_or(0),
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UsageRange {
+    /// First day counted, `YYYY-MM-DD` (UTC).
     #[serde(default)]
+    #[param(format = Date, example = "2026-11-01")]
     start_date: Option<String>,
+    /// First day not counted (exclusive), `YYYY-MM-DD` (UTC).
     #[serde(default)]
+    #[param(format = Date, example = "2026-12-01")]
     end_date: Option<String>,
 }
 
@@ -66,7 +93,7 @@ pub async fn usage(
     State(state): State<SharedState>,
     caller: Caller,
     Query(range): Query<UsageRange>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<UsageTotal>, ApiError> {
     let cur = &state.config.currency;
     let whole_history = range.start_date.is_none() && range.end_date.is_none();
     let used = if whole_history {
@@ -109,10 +136,10 @@ pub async fn usage(
             .sum()
     };
     let total = cur.to_cny(used) * 100.0;
-    Ok(Json(json!({
-        "object": "list",
-        "total_usage": (total * 1e4).round() / 1e4,
-    })))
+    Ok(Json(UsageTotal {
+        object: "list",
+        total_usage: (total * 1e4).round() / 1e4,
+    }))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod admin;
 pub mod body;
 pub mod dashboard;
 pub mod models;
+pub mod openapi;
 pub mod text;
 pub mod videos;
 
@@ -26,6 +27,7 @@ use crate::limits::{client_ip, counted_as, RetryAfter};
 use crate::state::SharedState;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::handler::Handler;
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -38,33 +40,8 @@ use std::time::Instant;
 /// (from the protocol table), then the rest.
 pub fn public_router(state: SharedState) -> Router {
     let body_limit = state.config.limits.max_body_bytes;
-    let mut router = Router::new();
-    let mut registered = std::collections::HashSet::new();
-    for p in crate::protocol::ALL {
-        for route in p.routes {
-            // Gemini's chat and embeddings rows share their routes.
-            if registered.insert(*route) {
-                router = router.route(route, post(text::call));
-            }
-        }
-    }
-    router
-        .route("/v1beta/models", get(models::gemini_list))
-        .route(crate::protocol::GEMINI.routes[0], get(models::gemini_get))
-        .route("/v1/models", get(models::list))
-        // Same pattern as Gemini's `/v1/models/{model}:{action}` (POST).
-        .route(crate::protocol::GEMINI.routes[1], get(models::retrieve))
-        .route(
-            "/v1/dashboard/billing/subscription",
-            get(dashboard::subscription),
-        )
-        .route("/v1/dashboard/billing/usage", get(dashboard::usage))
-        .route("/v1/capabilities", get(videos::capabilities))
-        .route("/v1/videos/quote", post(videos::quote))
-        .route("/v1/videos", post(videos::create))
-        .route("/v1/videos/{id}", get(videos::retrieve))
-        .route("/v1/videos/{id}/content", get(videos::download))
-        .route("/v1/videos/{id}/cancel", post(videos::cancel))
+    public_routes()
+        .router
         .fallback(unknown_route)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(
@@ -72,6 +49,67 @@ pub fn public_router(state: SharedState) -> Router {
             public_context,
         ))
         .with_state(state)
+}
+
+/// Every route the public router serves, as `(method, axum path pattern)`;
+/// the OpenAPI document's test compares its operations with this list.
+pub fn public_route_list() -> Vec<(Method, &'static str)> {
+    public_routes().list
+}
+
+/// The public routes, and the list of them, built together so neither can
+/// miss one.
+fn public_routes() -> Routes {
+    let mut routes = Routes::default();
+    let mut registered = std::collections::HashSet::new();
+    for p in crate::protocol::ALL {
+        for route in p.routes {
+            // Gemini's chat and embeddings rows share their routes.
+            if registered.insert(*route) {
+                routes = routes.post(route, text::call);
+            }
+        }
+    }
+    routes
+        .get("/v1beta/models", models::gemini_list)
+        .get(crate::protocol::GEMINI.routes[0], models::gemini_get)
+        .get("/v1/models", models::list)
+        // Same pattern as Gemini's `/v1/models/{model}:{action}` (POST).
+        .get(crate::protocol::GEMINI.routes[1], models::retrieve)
+        .get(
+            "/v1/dashboard/billing/subscription",
+            dashboard::subscription,
+        )
+        .get("/v1/dashboard/billing/usage", dashboard::usage)
+        .get("/v1/capabilities", videos::capabilities)
+        .post("/v1/videos/quote", videos::quote)
+        .post("/v1/videos", videos::create)
+        .get("/v1/videos/{id}", videos::retrieve)
+        .get("/v1/videos/{id}/content", videos::download)
+        .post("/v1/videos/{id}/cancel", videos::cancel)
+        // The one route that needs no token.
+        .get(openapi::PATH, openapi::serve)
+}
+
+/// A router that records the routes it is given.
+#[derive(Default)]
+struct Routes {
+    router: Router<SharedState>,
+    list: Vec<(Method, &'static str)>,
+}
+
+impl Routes {
+    fn get<H: Handler<T, SharedState>, T: 'static>(mut self, path: &'static str, h: H) -> Self {
+        self.list.push((Method::GET, path));
+        self.router = self.router.route(path, get(h));
+        self
+    }
+
+    fn post<H: Handler<T, SharedState>, T: 'static>(mut self, path: &'static str, h: H) -> Self {
+        self.list.push((Method::POST, path));
+        self.router = self.router.route(path, post(h));
+        self
+    }
 }
 
 /// The admin API (loopback only; see `admin`).

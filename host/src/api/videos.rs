@@ -11,30 +11,54 @@ use axum::extract::{FromRequest, Multipart, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+/// A capability entry (spec §2.5).
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct Capability {
+    #[schema(example = "video-fast")]
+    pub model: String,
+    /// `[min, max]` seconds.
+    pub durations: [u32; 2],
+    pub resolutions: Vec<String>,
+    /// `stable` or `preview`.
+    pub status: String,
+    /// For a stable alias: the model it points to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alias_of: Option<String>,
+}
+
+/// The list wrapper of `GET /v1/capabilities`.
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
+pub struct CapabilityList {
+    /// Always `list`.
+    pub object: &'static str,
+    pub data: Vec<Capability>,
+}
 
 /// `GET /v1/capabilities` (spec §2.5, §4.2): each model's real limits.
-pub async fn capabilities(State(state): State<SharedState>, _caller: Caller) -> Json<Value> {
+pub async fn capabilities(
+    State(state): State<SharedState>,
+    _caller: Caller,
+) -> Json<CapabilityList> {
     let catalog = state.catalog();
-    let data: Vec<Value> = catalog
+    let data = catalog
         .listed
         .iter()
         .filter_map(|m| catalog.video_models.get(&m.id))
         .filter(|m| !catalog.channels(m.concrete()).is_empty())
-        .map(|m| {
-            let mut v = json!({
-                "model": m.name,
-                "durations": [m.min_seconds, m.max_seconds],
-                "resolutions": m.resolutions,
-                "status": m.status,
-            });
-            if let Some(target) = &m.alias_of {
-                v["alias_of"] = json!(target);
-            }
-            v
+        .map(|m| Capability {
+            model: m.name.clone(),
+            durations: [m.min_seconds, m.max_seconds],
+            resolutions: m.resolutions.clone(),
+            status: m.status.clone(),
+            alias_of: m.alias_of.clone(),
         })
         .collect();
-    Json(json!({ "object": "list", "data": data }))
+    Json(CapabilityList {
+        object: "list",
+        data,
+    })
 }
 
 /// The body's fields, from JSON or multipart/form-data (what the official
@@ -102,7 +126,7 @@ pub async fn quote(
     State(state): State<SharedState>,
     caller: Caller,
     req: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<render::QuoteView>, ApiError> {
     let raw = read_fields(&state, req).await?;
     Ok(Json(submit::quote(&state, &caller, &raw).await?))
 }

@@ -103,6 +103,21 @@ pub async fn serve(
             }
         }
     }
+    // Channels there are, but none whose adapter speaks this protocol: the
+    // request's mistake (nothing is held for it). A channel whose adapter is
+    // not loaded is an outage instead, answered below.
+    let speaks = |c: &Arc<ChannelConfig>| {
+        registry
+            .adapters
+            .get(&c.adapter)
+            .map(|a| a.client_protocols.contains(&req.protocol.protocol))
+    };
+    if channels.iter().all(|c| speaks(c) == Some(false)) {
+        return Err(ApiError::ModelNotSupported {
+            model: model.name.clone(),
+            endpoint: req.protocol.name,
+        });
+    }
     let mut charge = Charge::open(
         &state,
         &caller,

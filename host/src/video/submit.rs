@@ -38,7 +38,7 @@ pub async fn quote(
     state: &SharedState,
     caller: &Caller,
     raw: &RawFields,
-) -> Result<Value, ApiError> {
+) -> Result<render::QuoteView, ApiError> {
     let model = video_model(state, &params::model_of(raw)?)?;
     caller.check_model(&model.name)?;
     let (seconds, _size) = params::quote_terms(raw, &model)?;
@@ -373,7 +373,8 @@ pub async fn submit(
         quote_id: quote.as_ref().map(|q| q.id.clone()),
         webhook: sub.webhook.clone(),
     };
-    let body = render::task(&task, &cur, true).to_string();
+    let body =
+        serde_json::to_string(&render::task(&task, &cur, true)).map_err(ApiError::internal)?;
     let answer = Answer {
         status: 200,
         body: body.clone(),
