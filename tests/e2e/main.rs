@@ -15,6 +15,7 @@ mod families;
 mod hotswap;
 mod limits;
 mod matrix;
+mod observability;
 mod policies;
 mod property;
 mod protocols;
