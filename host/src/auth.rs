@@ -100,6 +100,8 @@ impl FromRequestParts<SharedState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, ApiError> {
+        // No await below: the span's guard never crosses one.
+        let _span = crate::telemetry::span!("auth").entered();
         let info = parts
             .extensions
             .get::<ReqInfo>()

@@ -66,6 +66,10 @@ struct RawConfig {
     #[serde(default)]
     testing: RawTesting,
     #[serde(default)]
+    tracing: RawTracing,
+    #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
     channels: Vec<RawChannel>,
     #[serde(default)]
     models: Vec<RawModel>,
@@ -302,6 +306,40 @@ impl Default for RawHealth {
     }
 }
 
+/// OpenTelemetry traces (`telemetry`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawTracing {
+    /// The OTLP/HTTP collector (`http://host:4318`); absent = no traces.
+    otlp_endpoint: Option<String>,
+    service_name: String,
+}
+
+impl Default for RawTracing {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            service_name: "gateway".into(),
+        }
+    }
+}
+
+/// `GET /metrics` on the admin listener (`metrics`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawMetrics {
+    /// Scrapes present the admin key as a bearer token.
+    require_admin_key: bool,
+}
+
+impl Default for RawMetrics {
+    fn default() -> Self {
+        Self {
+            require_admin_key: true,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawTesting {
@@ -454,6 +492,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub health: HealthConfig,
     pub manual_clock: bool,
+    pub tracing: TracingConfig,
+    pub metrics: MetricsConfig,
     /// The reloadable part (see [`crate::reload`]): the catalog is built
     /// from these; what serves is the catalog, not these fields.
     pub channels: Vec<ChannelConfig>,
@@ -617,6 +657,21 @@ pub struct RetentionConfig {
     pub sweep_batch: usize,
 }
 
+/// `[tracing]`: OTLP export of OpenTelemetry spans (see `telemetry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TracingConfig {
+    /// The collector's OTLP/HTTP base URL; `None`: tracing is off.
+    pub otlp_endpoint: Option<String>,
+    pub service_name: String,
+}
+
+/// `[metrics]`: the Prometheus endpoint (see `metrics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `GET /metrics` needs `Authorization: Bearer <admin key>`.
+    pub require_admin_key: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthConfig {
     pub failures_to_rest: u32,
@@ -731,6 +786,8 @@ impl Config {
         differ("[retention]", self.retention != new.retention);
         differ("[health]", self.health != new.health);
         differ("[testing]", self.manual_clock != new.manual_clock);
+        differ("[tracing]", self.tracing != new.tracing);
+        differ("[metrics]", self.metrics != new.metrics);
         out
     }
 
@@ -1106,6 +1163,21 @@ fn resolve(
             window: within("health.window", raw.health.window as u64, 1, 10_000)? as usize,
         },
         manual_clock: raw.testing.manual_clock,
+        tracing: TracingConfig {
+            otlp_endpoint: match raw.tracing.otlp_endpoint {
+                Some(e) if !(e.starts_with("http://") || e.starts_with("https://")) => {
+                    return Err(ConfigError::Invalid {
+                        field: "tracing.otlp_endpoint".into(),
+                        message: format!("`{e}` is not an http:// or https:// URL"),
+                    })
+                }
+                e => e,
+            },
+            service_name: raw.tracing.service_name,
+        },
+        metrics: MetricsConfig {
+            require_admin_key: raw.metrics.require_admin_key,
+        },
         channels,
         models,
         video_models,

@@ -168,6 +168,10 @@ pub struct GeminiErrorInfo {
 fn to_json(body: impl Serialize) -> Value {
     serde_json::to_value(body).unwrap_or(Value::Null)
 }
+/// Marks a response that refused a request at a limit or a cap, with its
+/// code: what `gateway_refusals_total` counts (see [`ApiError::refusal`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Refusal(pub &'static str);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -428,6 +432,23 @@ impl ApiError {
         }
     }
 
+    /// The code of a refusal at a limit or a cap (rate limit, concurrency,
+    /// spending caps, the edge's capacity), `None` for any other error.
+    pub fn refusal(&self) -> Option<&'static str> {
+        use ApiError::*;
+        Some(match self {
+            RateLimited { .. } => "rate_limit_exceeded",
+            GroupConcurrency { .. } => "group_concurrency_limit",
+            UserConcurrencyLimit { .. } => "user_concurrency_limit",
+            DailyBudgetExceeded { .. } => "daily_budget_exceeded",
+            TokenQuotaExhausted { .. } => "token_quota_exhausted",
+            InsufficientQuota { .. } => "insufficient_user_quota",
+            TooManyConnections(_) => "too_many_connections",
+            Busy(_) => "server_busy",
+            _ => return None,
+        })
+    }
+
     fn error_type(&self) -> &'static str {
         if matches!(self, ApiError::TooManyConnections(_) | ApiError::Busy(_)) {
             return "server_error";
@@ -643,6 +664,9 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(k, v);
         }
         resp.extensions_mut().insert(Enveloped);
+        if let Some(code) = self.refusal() {
+            resp.extensions_mut().insert(Refusal(code));
+        }
         resp
     }
 }

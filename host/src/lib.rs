@@ -12,6 +12,7 @@
 //! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
 //! - `video`: the asynchronous video API. `webhooks`: its signed, durable callbacks.
 //! - `reload`: the catalog re-read from the config file while serving.
+//! - `metrics`: Prometheus series. `telemetry`: OpenTelemetry spans.
 //! - `clock`: injectable time. `adapter_kit`: `gateway adapter test`.
 
 pub mod adapter_kit;
@@ -27,6 +28,7 @@ pub mod error;
 mod fuzz;
 pub mod ids;
 pub mod limits;
+pub mod metrics;
 pub mod plugins;
 pub mod protocol;
 pub mod relay;
@@ -36,5 +38,6 @@ pub mod server;
 pub mod sse;
 pub mod state;
 pub mod store;
+pub mod telemetry;
 pub mod video;
 pub mod webhooks;

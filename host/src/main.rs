@@ -55,14 +55,28 @@ enum AdapterCommand {
     },
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn")
-    });
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+/// The log on stderr (`RUST_LOG`, default `info`), and with
+/// `[tracing] otlp_endpoint` the OpenTelemetry layer, whose exporter is
+/// returned to be flushed at exit. The log never shows the exported spans.
+fn init_logging(
+    config: &Config,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<gateway::telemetry::Tracing>> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,wasmtime=warn,cranelift=warn"))
+        .add_directive(format!("{}=off", gateway::telemetry::TARGET).parse()?);
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .init();
+        .with_filter(filter);
+    let (otel, tracing) = match gateway::telemetry::layer(&config.tracing, rt.handle().clone())? {
+        Some((layer, tracing)) => (Some(layer), Some(tracing)),
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(log).with(otel).init();
+    Ok(tracing)
 }
 
 /// jemalloc rather than glibc's malloc: under load glibc gives each runtime
@@ -105,7 +119,6 @@ fn main() -> ExitCode {
             update,
         }) => gateway::adapter_kit::main(&wasm, &fixtures, update),
         Command::Serve { config } => {
-            init_logging();
             let config = match Config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
@@ -120,7 +133,19 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(serve(config)) {
+            let tracing = match init_logging(&config, &rt) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("error: cannot start tracing: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let served = rt.block_on(serve(config));
+            if let Some(t) = tracing {
+                // The export runs on the runtime: flush while it is alive.
+                let _ = rt.block_on(tokio::task::spawn_blocking(move || t.shutdown()));
+            }
+            match served {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e:#}");

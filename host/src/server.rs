@@ -85,6 +85,8 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
             }
         }
     }
+    let metrics = crate::metrics::Metrics::new();
+    plugins.sandbox.observe(metrics.clone());
     plugins.spawn_watcher(config.plugins.reload_interval);
 
     let http = reqwest::Client::builder()
@@ -110,6 +112,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         bodies: crate::api::body::BodyBudget::new(config.limits.max_buffered_body_bytes),
         video: crate::video::VideoRuntime::default(),
         webhooks: crate::webhooks::WebhookRuntime::new(config.webhooks.max_concurrent),
+        metrics,
         config: Arc::new(config),
         clock: shared_clock,
         manual_clock: manual,
@@ -162,6 +165,19 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     _ = tick.tick() => state.rate.sweep(),
+                }
+            }
+        }));
+    }
+    {
+        // Histogram samples are folded into buckets now and then, scraped or not.
+        let (metrics, stop) = (state.metrics.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tick.tick() => metrics.upkeep(),
                 }
             }
         }));

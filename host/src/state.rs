@@ -132,6 +132,8 @@ pub struct AppState {
     pub bodies: crate::api::body::BodyBudget,
     pub video: crate::video::VideoRuntime,
     pub webhooks: crate::webhooks::WebhookRuntime,
+    /// This gateway's Prometheus series (`GET /metrics`).
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl AppState {

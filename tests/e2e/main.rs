@@ -16,6 +16,7 @@ mod hotswap;
 mod limits;
 mod matrix;
 mod openapi;
+mod observability;
 mod policies;
 mod property;
 mod protocols;

@@ -12,6 +12,8 @@ use crate::state::SharedState;
 use crate::store::records::{Token, TokenStatus};
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -47,6 +49,7 @@ pub fn router(_state: SharedState) -> Router<SharedState> {
         .route("/admin/v1/webhooks/{id}", get(webhook_show))
         .route("/admin/v1/webhooks/{id}/resend", post(webhook_resend))
         .route("/admin/v1/retention/sweep", post(retention_sweep))
+        .route("/metrics", get(metrics))
 }
 
 /// Proof that the caller presented the admin key.
@@ -56,15 +59,44 @@ impl FromRequestParts<SharedState> for Admin {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &SharedState) -> Result<Self, ApiError> {
-        let presented = presented_key(&parts.headers, None, &[KeyPlace::Bearer, KeyPlace::XApiKey])
-            .unwrap_or("");
-        let expected = state.config.admin.key.as_bytes();
-        if presented.as_bytes().ct_eq(expected).into() {
+        if admin_key_presented(&parts.headers, state) {
             Ok(Admin)
         } else {
             Err(ApiError::InvalidToken)
         }
     }
+}
+
+/// Whether the request carries the admin key (bearer or `x-api-key`),
+/// compared in constant time.
+fn admin_key_presented(headers: &HeaderMap, state: &SharedState) -> bool {
+    let presented =
+        presented_key(headers, None, &[KeyPlace::Bearer, KeyPlace::XApiKey]).unwrap_or("");
+    presented
+        .as_bytes()
+        .ct_eq(state.config.admin.key.as_bytes())
+        .into()
+}
+
+/// `GET /metrics`: the Prometheus text exposition (`metrics`). Scrapers
+/// send the admin key as a bearer token (`authorization` in a Prometheus
+/// scrape config) unless `[metrics] require_admin_key = false`.
+async fn metrics(
+    State(state): State<SharedState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    if state.config.metrics.require_admin_key && !admin_key_presented(&headers, &state) {
+        return Err(ApiError::InvalidToken);
+    }
+    let body = state.metrics.render(state.ledger.holds().len());
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response())
 }
 
 type Reply = Result<Json<Value>, ApiError>;

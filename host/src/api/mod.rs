@@ -7,7 +7,9 @@
 //!    every error message), the client address, and the path's surface
 //!    (`protocol::surface`: the client protocol, its key places and error
 //!    envelope);
-//! 2. the per-address rate limit (public API only);
+//! 2. the per-address rate limit, and the request's metrics (`metrics`:
+//!    route template, model, status, client protocol, time) and span
+//!    (`telemetry`) (public API only);
 //! 3. turning any error the framework produces by itself (unknown route,
 //!    wrong method, body too large, unreadable body) into the standard
 //!    envelope, so clients only ever see one error shape.
@@ -26,15 +28,17 @@ use crate::ids::new_request_id;
 use crate::limits::{client_ip, counted_as, RetryAfter};
 use crate::state::SharedState;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
 use axum::handler::Handler;
 use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use metrics::SharedString;
 use std::net::SocketAddr;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// The public API under `/v1` and `/v1beta`: every client protocol's routes
 /// (from the protocol table), then the rest.
@@ -140,6 +144,10 @@ async fn public_context(
     req: Request,
     next: Next,
 ) -> Response {
+    let started = Instant::now();
+    let surface = crate::protocol::surface(req.uri().path());
+    let observed = Observed::of(&req, surface);
+    let span = observed.span(&req);
     let ip = client_ip(peer.ip(), req.headers(), &state.config.trusted_proxies);
     let limit = state.config.limits.rate_limit_requests;
     let window_secs = state.config.limits.rate_limit_window.as_secs();
@@ -154,7 +162,83 @@ async fn public_context(
             window_secs,
             retry_after_secs: secs,
         });
-    with_context(ip, refused, state.config.limits.max_body_bytes, req, next).await
+    let body_limit = state.config.limits.max_body_bytes;
+    let resp = with_context(ip, surface, refused, body_limit, req, next)
+        .instrument(span.clone())
+        .await;
+    observed.record(&state, &span, &resp, started);
+    resp
+}
+
+/// What the metrics and the request's span say of a public API request:
+/// its route template (never the raw path) and client protocol.
+struct Observed {
+    route: SharedString,
+    protocol: &'static str,
+}
+
+impl Observed {
+    fn of(req: &Request, surface: crate::protocol::Surface) -> Observed {
+        Observed {
+            route: req
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or(SharedString::const_str("unmatched"), |m| {
+                    SharedString::from(m.as_str().to_string())
+                }),
+            protocol: surface.protocol.map_or("none", |p| p.name),
+        }
+    }
+
+    /// The request's span (none when tracing is off), a child of the
+    /// client's `traceparent` if it sent one.
+    fn span(&self, req: &Request) -> tracing::Span {
+        let span = crate::telemetry::span!(
+            "request",
+            otel.name = format!("{} {}", req.method(), self.route.as_ref()),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            http.request.method = %req.method(),
+            http.route = self.route.as_ref(),
+            http.response.status_code = tracing::field::Empty,
+            gateway.client_protocol = self.protocol,
+            gateway.model = tracing::field::Empty,
+            gateway.request_id = tracing::field::Empty,
+        );
+        crate::telemetry::adopt_client_parent(&span, req.headers());
+        span
+    }
+
+    /// Counts the request once its answer's head is ready.
+    fn record(self, state: &SharedState, span: &tracing::Span, resp: &Response, started: Instant) {
+        let status = resp.status().as_u16();
+        let model = resp
+            .extensions()
+            .get::<crate::metrics::ModelLabel>()
+            .map_or(SharedString::const_str(crate::metrics::NO_MODEL), |m| {
+                m.0.clone()
+            });
+        if let Some(crate::error::Refusal(code)) = resp.extensions().get() {
+            state.metrics.refusal(code);
+        }
+        if !span.is_none() {
+            span.record("http.response.status_code", status);
+            span.record("gateway.model", model.as_ref());
+            if let Some(id) = resp
+                .headers()
+                .get("x-request-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                span.record("gateway.request_id", id);
+            }
+            if status >= 500 {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        state
+            .metrics
+            .request(self.route, model, status, self.protocol, started.elapsed());
+    }
 }
 
 /// Undoes a doubled version prefix before routing (see `protocol::normalise_path`).
@@ -181,8 +265,10 @@ async fn admin_context(
     req: Request,
     next: Next,
 ) -> Response {
+    let surface = crate::protocol::surface(req.uri().path());
     with_context(
         peer.ip(),
+        surface,
         None,
         state.config.limits.max_body_bytes,
         req,
@@ -193,13 +279,13 @@ async fn admin_context(
 
 async fn with_context(
     ip: std::net::IpAddr,
+    surface: crate::protocol::Surface,
     refused: Option<ApiError>,
     body_limit: usize,
     mut req: Request,
     next: Next,
 ) -> Response {
     let id = new_request_id();
-    let surface = crate::protocol::surface(req.uri().path());
     req.extensions_mut().insert(ReqInfo {
         id: id.clone(),
         ip,

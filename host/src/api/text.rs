@@ -7,15 +7,17 @@
 use crate::auth::Caller;
 use crate::billing::usage::{Meter, MeterKind, Usage};
 use crate::error::ApiError;
+use crate::metrics::{model_label, ModelLabel};
 use crate::protocol::{BodyKind, Surface};
 use crate::relay::form::ClientForm;
 use crate::relay::text::{forwarded_headers, serve, TextRequest};
 use crate::state::SharedState;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bytes::Bytes;
+use tracing::Instrument;
 
 pub async fn call(
     State(state): State<SharedState>,
@@ -24,6 +26,26 @@ pub async fn call(
     uri: Uri,
     headers: HeaderMap,
     request: Request,
+) -> Response {
+    // The model the call named, for the request counter (`metrics`).
+    let mut model = None;
+    let mut resp = answer(state, surface, caller, uri, headers, request, &mut model)
+        .await
+        .into_response();
+    if let Some(m) = model {
+        resp.extensions_mut().insert(ModelLabel(m));
+    }
+    resp
+}
+
+async fn answer(
+    state: SharedState,
+    surface: Surface,
+    caller: Caller,
+    uri: Uri,
+    headers: HeaderMap,
+    request: Request,
+    model: &mut Option<metrics::SharedString>,
 ) -> Result<Response, ApiError> {
     // A text route whose path is not a call (`POST /v1/models/gpt-4o`, which
     // shares its pattern with Gemini's `/v1/models/{model}:{action}`).
@@ -54,6 +76,7 @@ pub async fn call(
         }
     };
     let mut head = protocol.head(&body, uri.path())?;
+    *model = Some(model_label(&state.catalog(), &head.model));
     // A form's audio is measured here: the hold, and the bill when the
     // vendor's answer says nothing of its duration.
     let measured = form.as_ref().and_then(ClientForm::audio_ms).map(|ms| {
@@ -96,9 +119,14 @@ pub async fn call(
     // Its own task: a client that hangs up must not cancel the call after
     // the upstream answered (the vendor charges for it; so must we).
     let id = caller.info.id.clone();
-    tokio::spawn(crate::error::REQUEST_ID.scope(id, serve(state, caller, req)))
-        .await
-        .map_err(ApiError::internal)?
+    let span = crate::telemetry::current();
+    tokio::spawn(
+        crate::error::REQUEST_ID
+            .scope(id, serve(state, caller, req))
+            .instrument(span),
+    )
+    .await
+    .map_err(ApiError::internal)?
 }
 
 /// The largest JSON body an adapter is given: a quarter of a guest's memory

@@ -72,6 +72,9 @@ impl Plugins {
         }
         tracing::info!("plugin folders changed; reloading");
         let fresh = registry::load_all(&self.sandbox, &self.cache_dir, &refs, Some(&current)).await;
+        if let Some(m) = self.sandbox.metrics() {
+            m.plugin_reload(!fresh.refused.is_empty());
+        }
         self.registry.store(Arc::new(fresh));
         true
     }

@@ -169,6 +169,8 @@ pub struct Sandbox {
     limits: PluginConfig,
     ticks_per_call: u64,
     stop_ticker: Arc<AtomicBool>,
+    /// Where guest call times go (`metrics`), once the server has set it.
+    metrics: std::sync::OnceLock<crate::metrics::Metrics>,
 }
 
 impl Drop for Sandbox {
@@ -226,7 +228,25 @@ impl Sandbox {
             limits: limits.clone(),
             ticks_per_call,
             stop_ticker,
+            metrics: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Counts guest call times in `metrics` from now on (set once).
+    pub fn observe(&self, metrics: crate::metrics::Metrics) {
+        let _ = self.metrics.set(metrics);
+    }
+
+    /// Records one guest call's time (see [`guarded!`]).
+    pub fn observed(&self, store: &Store<GuestState>, took: Duration) {
+        if let Some(m) = self.metrics.get() {
+            m.guest_call(&store.data().plugin, took);
+        }
+    }
+
+    /// The metrics this sandbox records into, once set.
+    pub fn metrics(&self) -> Option<&crate::metrics::Metrics> {
+        self.metrics.get()
     }
 
     pub fn limits(&self) -> &PluginConfig {
@@ -406,13 +426,46 @@ fn spawn_ticker(engine: Engine, tick: Duration, stop: Arc<AtomicBool>) -> anyhow
 }
 
 /// Runs one guest call with its budget armed and the tokio backstop around
-/// it: `guarded!(sandbox, store, bindings.call_x(&mut store, ...))`.
+/// it: `guarded!(sandbox, store, bindings.call_x(&mut store, ...))`. The
+/// call is timed (`gateway_guest_call_duration_seconds`) and, with tracing
+/// on, is a `guest` span named after the export it calls.
 macro_rules! guarded {
     ($sandbox:expr, $store:expr, $call:expr) => {{
         $sandbox.arm(&mut $store);
-        let r = tokio::time::timeout($sandbox.hard_timeout(), $call).await;
+        let span = $crate::telemetry::span!(
+            "guest",
+            plugin = &*$store.data().plugin,
+            call = $crate::plugins::sandbox::call_name(stringify!($call))
+        );
+        let started = std::time::Instant::now();
+        let r = tracing::Instrument::instrument(
+            tokio::time::timeout($sandbox.hard_timeout(), $call),
+            span,
+        )
+        .await;
+        $sandbox.observed(&$store, started.elapsed());
         $sandbox.outcome(&$store, r)
     }};
+}
+
+/// The export a [`guarded!`] call expression calls, for its span:
+/// `translate_request` of `bindings.call_translate_request(&mut store, ..)`,
+/// `instantiate` for an instantiation.
+pub fn call_name(expr: &'static str) -> &'static str {
+    if let Some(at) = expr.find("call_") {
+        let rest = &expr[at + "call_".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        return &rest[..end];
+    }
+    if expr.contains("instantiate") {
+        return "instantiate";
+    }
+    if expr.contains("resource_drop") {
+        return "drop";
+    }
+    "call"
 }
 pub(crate) use guarded;
 

@@ -23,6 +23,7 @@ use crate::store::records::{ReservationKind, UsageRecord};
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
 
 pub struct Charge {
     state: SharedState,
@@ -41,6 +42,10 @@ pub struct Charge {
     prompt: Option<(Protocol, Bytes)>,
     /// The request body's place in the body budget, held while the body is.
     _lease: Option<BodyLease>,
+    /// The request's span (`telemetry`; none when tracing is off): the
+    /// settlement's parent, also for a stream settled after the answer's
+    /// head went out.
+    span: tracing::Span,
 }
 
 impl Charge {
@@ -79,6 +84,7 @@ impl Charge {
                 &caller.info.id,
                 now,
             )
+            .instrument(crate::telemetry::span!("reserve"))
             .await
             .map_err(ApiError::internal)?;
         let hold = match outcome {
@@ -102,6 +108,7 @@ impl Charge {
             prompt_tokens_estimate,
             prompt: None,
             _lease: None,
+            span: crate::telemetry::current(),
         })
     }
 
@@ -210,8 +217,12 @@ impl Charge {
     async fn close(&mut self, cost: i64, usage: Option<&Usage>, status: u16, note: Option<String>) {
         let row = self.usage_row(usage, status, note);
         let now = self.state.clock.now_secs();
+        self.state.metrics.charged(&self.model.name, usage, cost);
+        let span = self.span.in_scope(|| {
+            crate::telemetry::span!("settle", gateway.model = %self.model.name, gateway.quota = cost)
+        });
         if let Some(hold) = self.hold.take() {
-            if let Err(e) = hold.settle(cost, Some(row), now).await {
+            if let Err(e) = hold.settle(cost, Some(row), now).instrument(span).await {
                 tracing::error!(request_id = %self.caller.info.id, "settling failed: {e}");
             }
         }

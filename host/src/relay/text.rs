@@ -31,6 +31,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// A client's text request, understood enough to route and bill it.
 pub struct TextRequest {
@@ -312,7 +313,19 @@ async fn try_channels(
                 .collect(),
         };
         let started = Instant::now();
-        let result = attempt(state, channel, plugin, policies, req, ctx).await;
+        let span = crate::telemetry::span!(
+            "attempt",
+            gateway.channel = %channel.name,
+            gateway.adapter = %channel.adapter
+        );
+        let result = attempt(state, channel, plugin, policies, req, ctx)
+            .instrument(span)
+            .await;
+        if let Err(failed) = &result {
+            state
+                .metrics
+                .upstream_error(&channel.name, failed.error.code());
+        }
         let health = match &result {
             Ok(_) => Some(Outcome::Answered),
             Err(failed) => failed.health,
@@ -504,7 +517,10 @@ async fn attempt(
     } else {
         limits.upstream_timeout
     };
-    let resp = match upstream::send(builder, head_timeout).await {
+    let sent = Instant::now();
+    let resp = upstream::send(builder, head_timeout).await;
+    state.metrics.upstream(&channel.name, sent.elapsed());
+    let resp = match resp {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(channel = %channel.name, "upstream send failed: {e}");

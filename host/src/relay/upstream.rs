@@ -83,11 +83,16 @@ pub fn build(
 }
 
 /// Sends and waits for the response head, at most `timeout`.
+/// With tracing on, the wait is the `upstream` span, whose context goes to
+/// the vendor in `traceparent` (`telemetry`).
 pub async fn send(
     b: reqwest::RequestBuilder,
     timeout: Duration,
 ) -> Result<reqwest::Response, SendError> {
-    match tokio::time::timeout(timeout, b.send()).await {
+    let span = crate::telemetry::span!("upstream", otel.kind = "client");
+    let b = span.in_scope(|| crate::telemetry::inject(b));
+    let sent = tracing::Instrument::instrument(tokio::time::timeout(timeout, b.send()), span);
+    match sent.await {
         Err(_) => Err(SendError::Timeout(timeout)),
         Ok(Err(e)) if e.is_timeout() => Err(SendError::Timeout(timeout)),
         Ok(Err(e)) => Err(SendError::Transport(describe(&e))),

@@ -149,6 +149,9 @@ async fn advance(state: &SharedState, id: &str) -> anyhow::Result<()> {
                     save(state, t, Some(now_ms + interval)).await
                 }
                 TaskState::InProgress => {
+                    if t.status != TaskStatus::InProgress {
+                        state.metrics.video_task("in_progress");
+                    }
                     t.status = TaskStatus::InProgress;
                     t.progress = s.progress;
                     save(state, t, Some(now_ms + interval)).await
@@ -325,6 +328,7 @@ async fn finish(
             .settle(&hold, settled, Some(usage_row(&t, now)), now)
             .await?;
         tracing::info!(task = %t.id, status = status.as_str(), settled, refunded, "video task finished");
+        state.metrics.video_task(status.as_str());
         if t.webhook.is_some() {
             state.webhooks.wake.notify_one();
         }

@@ -405,6 +405,7 @@ pub async fn submit(
         let _ = state.ledger.settle(&hold.id, 0, None, now).await;
         return Err(ApiError::internal(e));
     }
+    state.metrics.video_task("queued");
     state.video.wake.notify_one();
     Ok(answer)
 }

@@ -190,13 +190,14 @@ async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
     let outcome = post(state, &ev, now, attempt).await;
     let schedule = state.config.webhooks.retry_schedule_secs.clone();
     let id = ev.event_id.clone();
-    state
+    let delivered = outcome.is_ok();
+    let dead = state
         .store
         .write(move |txn| {
             // Re-read: an operator may have re-sent the event while this
             // delivery was under way; that request must not be lost.
             let Some(mut ev) = event_in(txn, &id)? else {
-                return Ok(());
+                return Ok(false);
             };
             let resent = (ev.state, ev.next_attempt_at) != before;
             ev.attempts = ev.attempts.max(attempt);
@@ -220,9 +221,15 @@ async fn deliver(state: &SharedState, id: &str) -> anyhow::Result<()> {
                     }
                 }
             }
-            put_event(txn, &ev)
+            put_event(txn, &ev)?;
+            Ok(ev.state == EventStatus::Dead)
         })
         .await?;
+    state.metrics.webhook_delivery(match (delivered, dead) {
+        (true, _) => "delivered",
+        (false, true) => "dead",
+        (false, false) => "failed",
+    });
     Ok(())
 }
 

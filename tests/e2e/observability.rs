@@ -1,0 +1,485 @@
+//! Metrics and traces (issue 14, items 4 and 5).
+//!
+//! Metrics: an in-process gateway (its own recorder, so other tests'
+//! gateways in this process do not count here) serves calls of every kind —
+//! answered, refused as invalid, failed upstream, rate-limited, a video task
+//! with a webhook delivery, a plugin reload — and `GET /metrics` on the
+//! admin listener is parsed as Prometheus text; each series moved by what
+//! the calls did, with the right labels.
+//!
+//! Traces: the tracing subscriber is process-wide, so the gateway runs as
+//! its own process (the real binary) with `[tracing] otlp_endpoint` pointed
+//! at an OTLP/HTTP receiver in this test; the spans it exports are decoded
+//! with `opentelemetry-proto` and their tree checked, with the client's
+//! trace kept and its context passed on to the vendor.
+
+use crate::common::*;
+use crate::webhooks::Receiver;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prometheus_parse::{Scrape, Value as Sampled};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use upstream_sim::Fault;
+
+/// `GET /metrics` with the admin key, parsed.
+async fn scrape(env: &Env) -> Scrape {
+    let resp = env
+        .http
+        .get(env.admin_url("/metrics"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .expect("the admin listener answers");
+    assert_eq!(resp.status(), 200);
+    let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let text = resp.text().await.unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    Scrape::parse(lines).expect("the exposition parses")
+}
+
+/// The sum of the samples of `metric` whose labels include `labels` (a
+/// counter, gauge or untyped sample; 0 when there is none).
+fn value(s: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    s.samples
+        .iter()
+        .filter(|x| x.metric == metric)
+        .filter(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(v)))
+        .map(|x| match &x.value {
+            Sampled::Counter(v) | Sampled::Gauge(v) | Sampled::Untyped(v) => *v,
+            Sampled::Histogram(b) => b.iter().map(|c| c.count).fold(0.0, f64::max),
+            Sampled::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+fn requests(s: &Scrape, route: &str, model: &str, status: &str, protocol: &str) -> f64 {
+    value(
+        s,
+        "gateway_requests_total",
+        &[
+            ("route", route),
+            ("model", model),
+            ("status", status),
+            ("protocol", protocol),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_count_every_kind_of_call_with_bounded_labels() {
+    let env = Env::with(Setup {
+        limits: "rate_limit_requests = 40\nrate_limit_window_secs = 180".into(),
+        ..Setup::default()
+    })
+    .await;
+    // The endpoint wants the admin key, like every admin call.
+    let anonymous = env
+        .http
+        .get(env.admin_url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let a = env.account("100").await;
+    let key = env.token_with(&a, json!({})).await.1;
+    let before = scrape(&env).await;
+
+    // One answered chat call.
+    let ok = env.chat(&key, user("gpt-4o-mini", "hello")).await;
+    assert_eq!(ok.status(), 200);
+    let answer: Value = ok.json().await.unwrap();
+    let usage = &answer["usage"];
+    // A model the config does not list: its name never becomes a label.
+    let unknown = env.chat(&key, user("no-such-model-123", "hi")).await;
+    assert_eq!(unknown.status(), 404);
+    // An invalid request: its head unreadable, so no model is known.
+    let invalid = env
+        .post(
+            &key,
+            "/v1/chat/completions",
+            json!({"model": "gpt-4o-mini", "messages": "x"}),
+        )
+        .await;
+    assert_eq!(invalid.status(), 400);
+    // The vendor fails: counted against the channel, with its code.
+    env.sim.push_fault(Fault::Status(503), 1);
+    let failed = env.chat(&key, user("gpt-4o-mini", "hello")).await;
+    let failed_status = failed.status().as_u16().to_string();
+    assert!(failed.status().is_server_error(), "{failed_status}");
+    let failed_code = failed.json::<Value>().await.unwrap()["error"]["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // A video task, whose hold is open until it ends, with a webhook that
+    // fails once and is then delivered.
+    let rx = Receiver::start().await;
+    rx.answer(500, 1);
+    let resp = env
+        .post(
+            &key,
+            "/v1/videos",
+            json!({"model": "video-fast", "prompt": "p", "seconds": "4", "webhook_url": rx.url, "webhook_secret": "s"}),
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let task: Value = resp.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    let while_running = scrape(&env).await;
+    assert_eq!(value(&while_running, "gateway_holds_open", &[]), 1.0);
+    assert_eq!(
+        value(
+            &while_running,
+            "gateway_video_tasks_total",
+            &[("state", "queued")]
+        ),
+        1.0
+    );
+    let done = env.run_to_end(&key, &id).await;
+    assert_eq!(done["status"], "completed");
+    env.dispatch().await;
+    env.clock.advance_secs(30);
+    env.dispatch().await;
+    assert_eq!(rx.wait_for(2).await.len(), 2);
+
+    // A plugin folder change with a file that is not a component.
+    std::fs::write(
+        env.dir.path().join("adapters").join("broken.wasm"),
+        b"not wasm",
+    )
+    .unwrap();
+    let (s, v) = env
+        .admin(reqwest::Method::POST, "/admin/v1/plugins/reload", None)
+        .await;
+    assert_eq!((s, &v["reloaded"]), (200, &json!(true)), "{v}");
+
+    // Rate-limited: the window allows 40 requests from this address.
+    let mut limited = 0;
+    for _ in 0..40 {
+        let r = env.get(&key, "/v1/models").await;
+        if r.status() == 429 {
+            limited += 1;
+            break;
+        }
+    }
+    assert_eq!(limited, 1, "the rate limit was reached");
+
+    let after = scrape(&env).await;
+    let moved = |f: &dyn Fn(&Scrape) -> f64| f(&after) - f(&before);
+    let chat = "/v1/chat/completions";
+    assert_eq!(
+        moved(&|s| requests(s, chat, "gpt-4o-mini", "200", "openai-chat")),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| requests(s, chat, "other", "404", "openai-chat")),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| requests(s, chat, "none", "400", "openai-chat")),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| requests(s, chat, "gpt-4o-mini", &failed_status, "openai-chat")),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| requests(s, "/v1/videos", "none", "200", "none")),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| requests(s, "/v1/models", "none", "429", "none")),
+        1.0
+    );
+    assert!(
+        !after
+            .samples
+            .iter()
+            .any(|x| x.labels.get("model") == Some("no-such-model-123")),
+        "an unknown model's name is not a label"
+    );
+    assert!(
+        !after
+            .samples
+            .iter()
+            .any(|x| x.labels.get("route").is_some_and(|r| r.contains(&id))),
+        "routes are templates, not paths"
+    );
+    // Latency: every request timed; the two vendor calls and their guest
+    // calls too.
+    assert!(
+        moved(&|s| value(
+            s,
+            "gateway_request_duration_seconds_count",
+            &[("route", chat), ("protocol", "openai-chat")]
+        )) >= 4.0
+    );
+    assert!(
+        moved(&|s| value(
+            s,
+            "gateway_upstream_duration_seconds_count",
+            &[("channel", "sim")]
+        )) >= 2.0
+    );
+    assert!(
+        moved(&|s| value(
+            s,
+            "gateway_guest_call_duration_seconds_count",
+            &[("plugin", "openai")]
+        )) >= 3.0
+    );
+    // The vendor's failure, by channel and code.
+    assert_eq!(
+        moved(&|s| value(
+            s,
+            "gateway_upstream_errors_total",
+            &[("channel", "sim"), ("code", &failed_code)]
+        )),
+        1.0
+    );
+    // Tokens and quota of the answered call (the failed one billed nothing).
+    let prompt = usage["prompt_tokens"].as_f64().unwrap();
+    let output = usage["completion_tokens"].as_f64().unwrap();
+    let tokens = |kind: &'static str| {
+        move |s: &Scrape| {
+            value(
+                s,
+                "gateway_tokens_total",
+                &[("model", "gpt-4o-mini"), ("kind", kind)],
+            )
+        }
+    };
+    assert_eq!(moved(&tokens("input")), prompt);
+    assert_eq!(moved(&tokens("output")), output);
+    assert_eq!(
+        moved(&|s| value(
+            s,
+            "gateway_quota_charged_total",
+            &[("model", "gpt-4o-mini")]
+        )),
+        expected_cost(usage) as f64
+    );
+    // The video task's states, its hold closed, the webhook's two attempts.
+    assert_eq!(
+        moved(&|s| value(s, "gateway_video_tasks_total", &[("state", "completed")])),
+        1.0
+    );
+    assert_eq!(value(&after, "gateway_holds_open", &[]), 0.0);
+    for outcome in ["failed", "delivered"] {
+        assert_eq!(
+            moved(&|s| value(
+                s,
+                "gateway_webhook_deliveries_total",
+                &[("outcome", outcome)]
+            )),
+            1.0,
+            "{outcome}"
+        );
+    }
+    assert_eq!(
+        moved(&|s| value(
+            s,
+            "gateway_refusals_total",
+            &[("reason", "rate_limit_exceeded")]
+        )),
+        1.0
+    );
+    assert_eq!(
+        moved(&|s| value(s, "gateway_plugin_reloads_total", &[("result", "refused")])),
+        1.0
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_may_be_open_on_the_loopback_admin_listener() {
+    let env = Env::with(Setup {
+        extra: "[metrics]\nrequire_admin_key = false\n".into(),
+        ..Setup::default()
+    })
+    .await;
+    let resp = env
+        .http
+        .get(env.admin_url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("gateway_holds_open 0"));
+    env.stop().await;
+}
+
+/// An OTLP/HTTP receiver: every span of every export it is sent.
+#[derive(Clone)]
+struct Collector {
+    endpoint: String,
+    spans: Arc<Mutex<Vec<Span>>>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        use prost::Message;
+        let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+        let kept = spans.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let kept = kept.clone();
+                async move {
+                    let req =
+                        ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export");
+                    let mut kept = kept.lock().unwrap();
+                    for rs in req.resource_spans {
+                        for ss in rs.scope_spans {
+                            kept.extend(ss.spans);
+                        }
+                    }
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Collector { endpoint, spans }
+    }
+}
+
+fn attr(span: &Span, key: &str) -> Option<String> {
+    let v = span.attributes.iter().find(|kv| kv.key == key)?;
+    Some(match v.value.as_ref()?.value.as_ref()? {
+        AnyValue::StringValue(s) => s.clone(),
+        AnyValue::IntValue(i) => i.to_string(),
+        AnyValue::BoolValue(b) => b.to_string(),
+        AnyValue::DoubleValue(d) => d.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its_context() {
+    let sim = start_sim().await;
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(
+        dir.path(),
+        &sim.base_url(),
+        &format!("[tracing]\notlp_endpoint = \"{}\"\n", collector.endpoint),
+    );
+    let mut gw = GatewayProcess::start(&config);
+    let http = reqwest::Client::new();
+    let (_, key) = gw.account_and_key(&http, "5").await;
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let client_span = "00f067aa0ba902b7";
+    let resp = http
+        .post(format!("http://{}/v1/chat/completions", gw.public))
+        .bearer_auth(&key)
+        .header("traceparent", format!("00-{trace_id}-{client_span}-01"))
+        .header("tracestate", "vendor=abc")
+        .json(&user("gpt-4o-mini", "trace me"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // Stopping flushes the exporter's queue.
+    gw.signal("TERM");
+    let mut exited = false;
+    for _ in 0..300 {
+        if gw.child.try_wait().unwrap().is_some() {
+            exited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(exited, "the gateway stopped within 15 s");
+
+    let spans = collector.spans.lock().unwrap().clone();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let ours: Vec<&Span> = spans
+        .iter()
+        .filter(|s| hex(&s.trace_id) == trace_id)
+        .collect();
+    let named =
+        |name: &str| -> Vec<&Span> { ours.iter().copied().filter(|s| s.name == name).collect() };
+    let request = named("POST /v1/chat/completions");
+    assert_eq!(request.len(), 1, "one request span: {:?}", names(&spans));
+    let request = request[0];
+    assert_eq!(
+        hex(&request.parent_span_id),
+        client_span,
+        "the client's span is the parent"
+    );
+    assert_eq!(
+        attr(request, "http.route").as_deref(),
+        Some("/v1/chat/completions")
+    );
+    assert_eq!(
+        attr(request, "gateway.client_protocol").as_deref(),
+        Some("openai-chat")
+    );
+    assert_eq!(
+        attr(request, "gateway.model").as_deref(),
+        Some("gpt-4o-mini")
+    );
+    assert_eq!(
+        attr(request, "http.response.status_code").as_deref(),
+        Some("200")
+    );
+    let child_of = |s: &Span, parent: &Span| s.parent_span_id == parent.span_id;
+    for name in ["auth", "reserve", "attempt", "settle"] {
+        let found = named(name);
+        assert_eq!(found.len(), 1, "{name}: {:?}", names(&spans));
+        assert!(
+            child_of(found[0], request),
+            "{name} is a child of the request"
+        );
+    }
+    let attempt = named("attempt")[0];
+    assert_eq!(attr(attempt, "gateway.channel").as_deref(), Some("sim"));
+    let upstream = named("upstream");
+    assert_eq!(upstream.len(), 1);
+    assert!(child_of(upstream[0], attempt));
+    let guests = named("guest");
+    let calls: Vec<String> = guests.iter().filter_map(|g| attr(g, "call")).collect();
+    for call in ["translate_request", "translate_response"] {
+        assert!(calls.iter().any(|c| c == call), "{call} in {calls:?}");
+    }
+    assert!(guests.iter().all(|g| child_of(g, attempt)));
+    assert!(guests
+        .iter()
+        .all(|g| attr(g, "plugin").as_deref() == Some("openai")));
+    // No secret in any attribute.
+    for s in &ours {
+        for kv in &s.attributes {
+            let v = attr(s, &kv.key).unwrap_or_default();
+            assert!(!v.contains(&key) && !v.contains(SIM_KEY), "{}: {v}", kv.key);
+        }
+    }
+    // The vendor got the upstream span's context, in the client's trace.
+    let seen = sim
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path.starts_with("/v1/chat/completions"))
+        .expect("the simulator got the call");
+    let traceparent = seen.header("traceparent").expect("traceparent sent on");
+    assert_eq!(
+        traceparent,
+        format!("00-{trace_id}-{}-01", hex(&upstream[0].span_id))
+    );
+    assert_eq!(seen.header("tracestate"), Some("vendor=abc"));
+    sim.shutdown().await;
+}
+
+fn names(spans: &[Span]) -> Vec<String> {
+    spans.iter().map(|s| s.name.clone()).collect()
+}
