@@ -28,7 +28,7 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
         message: message.into(),
@@ -65,6 +65,9 @@ struct RawConfig {
     health: RawHealth,
     #[serde(default)]
     testing: RawTesting,
+    /// The web console (`console`); none without the section.
+    #[serde(default)]
+    console: Option<crate::console::config::RawConsole>,
     #[serde(default)]
     channels: Vec<RawChannel>,
     #[serde(default)]
@@ -454,6 +457,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub health: HealthConfig,
     pub manual_clock: bool,
+    /// The web console's listener and settings; `None`: no console.
+    pub console: Option<crate::console::config::ConsoleConfig>,
     /// The reloadable part (see [`crate::reload`]): the catalog is built
     /// from these; what serves is the catalog, not these fields.
     pub channels: Vec<ChannelConfig>,
@@ -731,6 +736,7 @@ impl Config {
         differ("[retention]", self.retention != new.retention);
         differ("[health]", self.health != new.health);
         differ("[testing]", self.manual_clock != new.manual_clock);
+        differ("[console]", self.console != new.console);
         out
     }
 
@@ -753,7 +759,7 @@ fn parse_addr(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
         .map_err(|_| invalid(field, format!("`{text}` is not an IP:port address")))
 }
 
-fn secret(
+pub(crate) fn secret(
     field: &str,
     value: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -1106,6 +1112,7 @@ fn resolve(
             window: within("health.window", raw.health.window as u64, 1, 10_000)? as usize,
         },
         manual_clock: raw.testing.manual_clock,
+        console: raw.console.map(|c| c.resolve(env)).transpose()?,
         channels,
         models,
         video_models,
