@@ -202,3 +202,52 @@ impl RawConsole {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    /// The example documents `[console]` commented out (off by default);
+    /// uncommented, it parses, with the documented values.
+    #[test]
+    fn the_example_console_section_parses_when_uncommented() {
+        let example = include_str!("../../../gateway.example.toml");
+        let start = example.find("# [console]\n").unwrap();
+        let end = start + example[start..].find("\n\n").unwrap();
+        let mut text = String::new();
+        for line in example.lines() {
+            let offset = line.as_ptr() as usize - example.as_ptr() as usize;
+            if (start..end).contains(&offset) {
+                // Only the keys and headers; the prose stays a comment.
+                let u = line.trim_start_matches('#').trim_start();
+                let key = u
+                    .split_once(" = ")
+                    .is_some_and(|(k, _)| k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                text.push_str(if u.starts_with('[') || key { u } else { line });
+            } else {
+                text.push_str(line);
+            }
+            text.push('\n');
+        }
+        let env = |name: &str| Some(format!("value-of-{name}"));
+        let config = Config::from_toml(&text, Path::new("/cfg"), &env).unwrap();
+        let console = config.console.unwrap();
+        assert_eq!(console.listen.to_string(), "127.0.0.1:8082");
+        assert_eq!(
+            console.public_url.as_deref(),
+            Some("https://console.example.com")
+        );
+        assert_eq!(console.login_attempts_per_email, 5);
+        let smtp = console.smtp.unwrap();
+        assert_eq!(smtp.port, 587);
+        assert_eq!(smtp.tls, super::SmtpTls::Starttls);
+        assert_eq!(
+            smtp.credentials,
+            Some(("gateway".into(), "value-of-SMTP_PASSWORD".into()))
+        );
+        // Without the section there is no console.
+        let plain = Config::from_toml(example, Path::new("/cfg"), &env).unwrap();
+        assert!(plain.console.is_none());
+    }
+}
