@@ -23,7 +23,7 @@ crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))
 pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
 
-.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk fuzz bench bench-store fmt lint clean venv
+.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk console-screenshots fuzz bench bench-store fmt lint clean venv
 
 build: host adapters
 
@@ -69,8 +69,14 @@ test-adapters: build
 test-rust: build
 	$(CARGO) test --release --workspace
 
+# The SDK suites, and the web console in headless Chromium (chromium and
+# chromium-driver from Debian's packages; .ci/run installs them).
 test-sdk: build venv
 	.venv/bin/python -m pytest -q tests/sdk
+
+# The console's screenshots in docs/console (the README's), from its browser test.
+console-screenshots: build venv
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console .venv/bin/python -m pytest -q tests/sdk/test_console_browser.py
 
 # The mock direct, through a keep-alive nginx hop (installed from Debian's
 # packages if absent) and through the gateway: req/s, latency, CPU per request,

@@ -28,7 +28,7 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
         message: message.into(),
@@ -65,6 +65,9 @@ struct RawConfig {
     health: RawHealth,
     #[serde(default)]
     testing: RawTesting,
+    /// The web console (`console`); none without the section.
+    #[serde(default)]
+    console: Option<crate::console::config::RawConsole>,
     #[serde(default)]
     tracing: RawTracing,
     #[serde(default)]
@@ -494,6 +497,8 @@ pub struct Config {
     pub manual_clock: bool,
     pub tracing: TracingConfig,
     pub metrics: MetricsConfig,
+    /// The web console's listener and settings; `None`: no console.
+    pub console: Option<crate::console::config::ConsoleConfig>,
     /// The reloadable part (see [`crate::reload`]): the catalog is built
     /// from these; what serves is the catalog, not these fields.
     pub channels: Vec<ChannelConfig>,
@@ -788,6 +793,7 @@ impl Config {
         differ("[testing]", self.manual_clock != new.manual_clock);
         differ("[tracing]", self.tracing != new.tracing);
         differ("[metrics]", self.metrics != new.metrics);
+        differ("[console]", self.console != new.console);
         out
     }
 
@@ -810,7 +816,7 @@ fn parse_addr(field: &str, text: &str) -> Result<SocketAddr, ConfigError> {
         .map_err(|_| invalid(field, format!("`{text}` is not an IP:port address")))
 }
 
-fn secret(
+pub(crate) fn secret(
     field: &str,
     value: &str,
     env: &dyn Fn(&str) -> Option<String>,
@@ -1178,6 +1184,7 @@ fn resolve(
         metrics: MetricsConfig {
             require_admin_key: raw.metrics.require_admin_key,
         },
+        console: raw.console.map(|c| c.resolve(env)).transpose()?,
         channels,
         models,
         video_models,

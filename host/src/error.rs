@@ -736,3 +736,59 @@ mod tests {
         assert!(!b["error"]["message"].as_str().unwrap().contains("/var/x"));
     }
 }
+
+/// What the web console (`console`) refuses. The console renders these as
+/// HTML pages, not envelopes; their statuses are decided here like every
+/// other. `LoginRequired` is answered with a redirect to the login page.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error("please log in")]
+    LoginRequired,
+    #[error("please log in as an operator (with the admin key)")]
+    OperatorRequired,
+    /// The form's CSRF token (or its Origin) did not match the session's.
+    #[error(
+        "this form has expired or was not sent from this console; reload the page and try again"
+    )]
+    Csrf,
+    #[error("{0}")]
+    BadForm(String),
+    #[error("wrong e-mail or password, or the e-mail is not verified yet")]
+    BadLogin,
+    #[error("wrong admin key")]
+    BadAdminKey,
+    #[error("too many login attempts; try again in {retry_after_secs} s")]
+    TooManyAttempts { retry_after_secs: u64 },
+    #[error("this verification link has expired; sign up again to get a new one")]
+    LinkExpired,
+    #[error("this verification link is not valid (it may have been used already)")]
+    LinkUnknown,
+    #[error("{0}")]
+    NotFound(String),
+    /// The verification e-mail could not be sent; the user stays unverified.
+    #[error("the verification e-mail could not be sent ({0}); the account is not active. Try again later.")]
+    MailFailed(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ConsoleError {
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        ConsoleError::Internal(e.to_string())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        use ConsoleError::*;
+        match self {
+            LoginRequired => StatusCode::SEE_OTHER,
+            OperatorRequired | Csrf => StatusCode::FORBIDDEN,
+            BadForm(_) => StatusCode::BAD_REQUEST,
+            BadLogin | BadAdminKey => StatusCode::UNAUTHORIZED,
+            TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            LinkExpired => StatusCode::GONE,
+            LinkUnknown | NotFound(_) => StatusCode::NOT_FOUND,
+            MailFailed(_) => StatusCode::BAD_GATEWAY,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}

@@ -22,6 +22,7 @@ pub mod auth;
 pub mod billing;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod edge;
 pub mod error;
 #[cfg(test)]

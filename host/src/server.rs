@@ -17,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Running {
     pub public_addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// The web console's listener, when `[console]` is configured.
+    pub console_addr: Option<SocketAddr>,
     pub state: SharedState,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
@@ -141,8 +143,27 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
                 state.config.admin.listen
             )
         })?;
+    let console = match &state.config.console {
+        Some(cfg) => {
+            let listener = tokio::net::TcpListener::bind(cfg.listen)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {} (console): {e}", cfg.listen))?;
+            let bound = listener.local_addr()?;
+            let console = Arc::new(crate::console::Console::new(
+                state.clone(),
+                cfg.clone(),
+                bound,
+            )?);
+            Some((listener, console))
+        }
+        None => None,
+    };
     let public_addr = public.local_addr()?;
     let admin_addr = admin.local_addr()?;
+    let console_addr = match &console {
+        Some((l, _)) => Some(l.local_addr()?),
+        None => None,
+    };
 
     let stop = CancellationToken::new();
     let mut tasks = Vec::new();
@@ -154,6 +175,15 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         let (stop, edge) = (stop.clone(), edge.clone());
         tasks.push(tokio::spawn(crate::edge::serve(
             listener, router, edge, stop,
+        )));
+    }
+    if let Some((listener, console)) = console {
+        crate::console::spawn_sweeper(&console, stop.clone());
+        tasks.push(tokio::spawn(crate::edge::serve(
+            listener,
+            crate::console::router(console),
+            edge.clone(),
+            stop.clone(),
         )));
     }
     {
@@ -183,9 +213,13 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         }));
     }
     tracing::info!("gateway listening on http://{public_addr} (admin on http://{admin_addr})");
+    if let Some(addr) = console_addr {
+        tracing::info!("web console on http://{addr}");
+    }
     Ok(Running {
         public_addr,
         admin_addr,
+        console_addr,
         state,
         stop,
         tasks,

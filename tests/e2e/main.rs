@@ -8,6 +8,7 @@ mod auth;
 mod billing;
 mod chat;
 mod cli;
+mod console;
 mod crash;
 mod edge;
 mod failover;

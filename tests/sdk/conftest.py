@@ -4,7 +4,8 @@ A session-scoped fixture, ``gateway``, starts ``target/release/upstream-sim``
 and ``target/release/gateway`` on free loopback ports (each binds port 0 and
 the fixture reads the address it got from its ready line, so no port can be
 taken in between), with a config derived from ``tests/demo/gateway.toml`` in
-a temporary folder (the rate limit raised), creates an account and a token
+a temporary folder (the rate limit raised; the web console on a port-0
+listener, mailing to the simulator's SMTP sink), creates an account and a token
 through ``gateway admin``, and yields a :class:`Stack`. On teardown both
 processes are stopped; if any test failed, the tails of their logs are shown
 in the terminal summary.
@@ -41,6 +42,8 @@ LOG_TAIL_LINES = 40
 
 SIM_READY = re.compile(r"upstream-sim listening on (http://\S+)")
 GATEWAY_READY = re.compile(r"gateway listening on (http://\S+) \(admin on (http://[^)\s]+)\)")
+SMTP_READY = re.compile(r"upstream-sim SMTP sink on 127\.0\.0\.1:(\d+)")
+CONSOLE_READY = re.compile(r"web console on (http://\S+)")
 
 # Log tails gathered at teardown, printed by pytest_terminal_summary on failure.
 _log_tails: list[tuple[str, str]] = []
@@ -55,6 +58,7 @@ class Stack:
     sim_url: str  # http://127.0.0.1:PORT (no /v1)
     sim_key: str
     account_id: str
+    console_url: str  # http://127.0.0.1:PORT, the web console
 
     @property
     def root_url(self) -> str:
@@ -97,9 +101,10 @@ def _toml_str(s: str) -> str:
     return json.dumps(s)
 
 
-def _write_config(tmp: pathlib.Path, sim_url: str) -> pathlib.Path:
+def _write_config(tmp: pathlib.Path, sim_url: str, smtp_port: str) -> pathlib.Path:
     """tests/demo/gateway.toml with loopback port-0 listeners, the given
-    simulator, absolute paths into the repo and a rate limit no test hits."""
+    simulator and SMTP sink, absolute paths into the repo and a rate limit
+    no test hits."""
     top = {
         "listen": "127.0.0.1:0",
         "data_dir": str(tmp / "data"),
@@ -116,8 +121,10 @@ def _write_config(tmp: pathlib.Path, sim_url: str) -> pathlib.Path:
             k = key.group(1)
             if section is None and k in top:
                 line = f"{k} = {_toml_str(top[k])}"
-            elif section == "admin" and k == "listen":
+            elif section in ("admin", "console") and k == "listen":
                 line = 'listen = "127.0.0.1:0"'
+            elif section == "console.smtp" and k == "port":
+                line = f"port = {int(smtp_port)}"
             elif section == "channels" and k == "base_url":
                 # Keep the path (OpenAI and Anthropic channels end in /v1, Gemini's is the root).
                 suffix = "/v1" if re.search(r'/v1"\s*(#.*)?$', line) else ""
@@ -133,6 +140,8 @@ def _write_config(tmp: pathlib.Path, sim_url: str) -> pathlib.Path:
         for what, ok in [
             ("listen", parsed.get("listen") == "127.0.0.1:0"),
             ("[admin] listen", parsed.get("admin", {}).get("listen") == "127.0.0.1:0"),
+            ("[console] listen", parsed.get("console", {}).get("listen") == "127.0.0.1:0"),
+            ("[console.smtp] port", parsed.get("console", {}).get("smtp", {}).get("port") == int(smtp_port)),
             ("data_dir", parsed.get("data_dir") == top["data_dir"]),
             ("channels", bool(parsed.get("channels"))),
             ("[[channels]] base_url", all(c.get("base_url") in (sim_url, f"{sim_url}/v1") for c in parsed.get("channels", []))),
@@ -213,12 +222,13 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Stack]:
         try:
             with sim_log.open("wb") as f:
                 sim = subprocess.Popen(
-                    [str(BIN / "upstream-sim"), "--listen", "127.0.0.1:0"],
+                    [str(BIN / "upstream-sim"), "--listen", "127.0.0.1:0", "--smtp-listen", "127.0.0.1:0"],
                     stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
                 )
             sim_url = _wait_ready(sim, sim_log, SIM_READY, "simulator").group(1)
+            smtp_port = _wait_ready(sim, sim_log, SMTP_READY, "simulator's SMTP sink").group(1)
 
-            config = _write_config(tmp, sim_url)
+            config = _write_config(tmp, sim_url, smtp_port)
             with gw_log.open("wb") as f:
                 gw = subprocess.Popen(
                     [str(BIN / "gateway"), "serve", "--config", str(config)],
@@ -226,6 +236,7 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Stack]:
                 )
             ready = _wait_ready(gw, gw_log, GATEWAY_READY, "gateway")
             public_url, admin_url = ready.group(1), ready.group(2)
+            console_url = _wait_ready(gw, gw_log, CONSOLE_READY, "web console").group(1)
 
             admin_env = {**env, "GATEWAY_ADMIN_URL": admin_url}
             account = _admin(admin_env, "account", "create", "--name", "sdk-tests", "--trial-credit", "1000")
@@ -239,6 +250,7 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Stack]:
                 sim_url=sim_url,
                 sim_key=sim_key,
                 account_id=account["id"],
+                console_url=console_url,
             )
         except RuntimeError as e:
             pytest.fail(str(e), pytrace=False)

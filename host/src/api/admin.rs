@@ -230,19 +230,20 @@ fn token_json(state: &SharedState, t: &Token) -> Value {
     })
 }
 
+/// A token to issue, as the admin API and the web console take it.
 #[derive(Deserialize)]
-struct NewTokenReq {
-    account: String,
+pub(crate) struct NewTokenReq {
+    pub account: String,
     #[serde(default)]
-    name: Option<String>,
+    pub name: Option<String>,
     #[serde(default)]
-    models: Option<Vec<String>>,
+    pub models: Option<Vec<String>>,
     #[serde(default)]
-    ips: Option<Vec<String>>,
+    pub ips: Option<Vec<String>>,
     #[serde(default)]
-    quota_cny: Option<String>,
+    pub quota_cny: Option<String>,
     #[serde(default)]
-    expires_at: Option<i64>,
+    pub expires_at: Option<i64>,
 }
 
 async fn create_token(
@@ -250,6 +251,18 @@ async fn create_token(
     _: Admin,
     Json(req): Json<NewTokenReq>,
 ) -> Reply {
+    let (token, key) = issue_token(&state, req).await?;
+    let mut v = token_json(&state, &token);
+    v["key"] = json!(key);
+    Ok(Json(v))
+}
+
+/// Checks a token request (IPs, models, quota) and issues the token; the
+/// key is returned here once and never stored.
+pub(crate) async fn issue_token(
+    state: &SharedState,
+    req: NewTokenReq,
+) -> Result<(Token, String), ApiError> {
     if let Some(ips) = &req.ips {
         for ip in ips {
             let ok = ip.parse::<ipnet::IpNet>().is_ok() || ip.parse::<std::net::IpAddr>().is_ok();
@@ -287,9 +300,7 @@ async fn create_token(
         .await
         .map_err(ApiError::internal)?
         .ok_or_else(|| ApiError::NotFound(format!("no account `{}`", req.account)))?;
-    let mut v = token_json(&state, &token);
-    v["key"] = json!(key);
-    Ok(Json(v))
+    Ok((token, key))
 }
 
 #[derive(Deserialize)]
@@ -370,7 +381,7 @@ async fn holds(State(state): State<SharedState>, _: Admin) -> Json<Value> {
     Json(json!({ "object": "list", "data": list }))
 }
 
-fn plugins_json(state: &SharedState) -> Value {
+pub(crate) fn plugins_json(state: &SharedState) -> Value {
     let registry = state.plugins.registry();
     let refused: Vec<Value> = registry
         .refused

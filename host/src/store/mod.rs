@@ -16,6 +16,7 @@ pub mod accounts;
 mod compact;
 pub mod models;
 pub mod records;
+pub mod users;
 pub mod video;
 pub mod wal;
 
@@ -112,6 +113,7 @@ impl Store {
             txn.open_table(USAGE_BY_ACCOUNT)?;
             txn.open_table(models::MODELS_SEEN)?;
             video::create_tables(&txn)?;
+            users::create_tables(&txn)?;
             txn.open_table(META)?;
             ensure_indexes(&txn)?;
             txn.commit()?;

@@ -23,6 +23,7 @@ use crate::SimState;
 pub fn routes() -> Router<Arc<SimState>> {
     Router::new()
         .route("/_sim/requests", get(list_requests).delete(clear_requests))
+        .route("/_sim/mail", get(list_mail).delete(clear_mail))
         .route(
             "/_sim/faults",
             axum::routing::post(push_fault).delete(clear_faults),
@@ -35,6 +36,15 @@ async fn list_requests(State(state): State<Arc<SimState>>) -> Json<Vec<Value>> {
 
 async fn clear_requests(State(state): State<Arc<SimState>>) -> StatusCode {
     state.recorder.clear();
+    StatusCode::NO_CONTENT
+}
+
+async fn list_mail(State(state): State<Arc<SimState>>) -> Json<Vec<crate::mail::Mail>> {
+    Json(state.mailbox.snapshot())
+}
+
+async fn clear_mail(State(state): State<Arc<SimState>>) -> StatusCode {
+    state.mailbox.clear();
     StatusCode::NO_CONTENT
 }
 

@@ -71,6 +71,8 @@
 //!   (errors, faults, OpenAI streams without `include_usage`, answers still
 //!   in flight, endpoints that report none).
 //! - `DELETE /_sim/requests`: forget them.
+//! - `GET /_sim/mail`, `DELETE /_sim/mail`: what the SMTP sink received
+//!   (`src/mail.rs`; started by [`SimServer::start_smtp`] or `--smtp-listen`).
 //! - `POST /_sim/faults`: queue a fault, `{"fault": "status", "status": 429,
 //!   "count": 1}`; `fault` is one of `status` (`status` may also be
 //!   `"429-quota"`), `quota`, `hang`, `latency` (with `ms`), `malformed`,
@@ -139,6 +141,7 @@ mod control;
 mod errors;
 mod families;
 mod faults;
+pub mod mail;
 mod models;
 mod record;
 mod sse;
@@ -190,6 +193,7 @@ pub(crate) struct SimState {
     shutdown: CancellationToken,
     chat_ids: AtomicU64,
     video: video::VideoState,
+    mailbox: mail::Mailbox,
 }
 
 impl SimState {
@@ -228,6 +232,7 @@ pub async fn start(addr: SocketAddr, opts: SimOptions) -> anyhow::Result<SimServ
         shutdown: CancellationToken::new(),
         chat_ids: AtomicU64::new(0),
         video: video::VideoState::new(opts.video),
+        mailbox: mail::Mailbox::default(),
     });
     let app = router(state.clone());
     // Without NODELAY, Nagle would merge the small SSE writes that the
@@ -353,6 +358,18 @@ impl SimServer {
     /// or moderation requests) get `fault` (after earlier queued ones).
     pub fn push_fault(&self, fault: Fault, count: usize) {
         self.state.faults.push(fault, count);
+    }
+
+    /// Starts the SMTP sink (`mail`) on `addr` (port 0: a free port); what
+    /// it receives shows at `GET /_sim/mail` and in [`SimServer::mail`].
+    /// Its threads live until the process ends.
+    pub fn start_smtp(&self, addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+        mail::serve(addr, self.state.mailbox.clone())
+    }
+
+    /// Mail the SMTP sink received, oldest first.
+    pub fn mail(&self) -> Vec<mail::Mail> {
+        self.state.mailbox.snapshot()
     }
 
     /// Video tasks created since the server started.

@@ -25,6 +25,11 @@ struct Args {
     /// Video tasks succeed T milliseconds after submission instead.
     #[arg(long, value_name = "T")]
     video_millis: Option<u64>,
+    /// Also run an SMTP sink on ADDR that keeps every message it gets and
+    /// shows them at `GET /_sim/mail` (the web console's e-mail in the demo
+    /// and the browser test).
+    #[arg(long, value_name = "ADDR")]
+    smtp_listen: Option<SocketAddr>,
 }
 
 impl Args {
@@ -58,8 +63,15 @@ async fn main() -> anyhow::Result<()> {
         },
     )
     .await?;
+    let smtp = match args.smtp_listen {
+        Some(addr) => Some(server.start_smtp(addr)?),
+        None => None,
+    };
     {
         let mut out = std::io::stdout().lock();
+        if let Some(smtp) = smtp {
+            writeln!(out, "upstream-sim SMTP sink on {smtp}")?;
+        }
         writeln!(out, "upstream-sim listening on http://{}", server.addr())?;
         out.flush()?;
     }
