@@ -278,7 +278,7 @@ async fn the_admin_cli_reloads_the_config() {
     let e = &env;
     let out = tokio::task::block_in_place(|| {
         std::process::Command::new(env!("CARGO_BIN_EXE_gateway"))
-            .args(["admin", "reload"])
+            .args(["admin", "reload", "--json"])
             .env("GATEWAY_ADMIN_URL", format!("http://{}", e.gw.admin_addr))
             .env("GATEWAY_ADMIN_KEY", ADMIN_KEY)
             .output()
