@@ -47,6 +47,19 @@ pub struct Settlement {
     pub refunded: Quota,
 }
 
+impl Settlement {
+    /// Closing a hold of `held` at `cost` (both at least zero): the cost,
+    /// but past the hold only as far as the balance's `free` part reaches;
+    /// the rest of the hold is let go.
+    fn of(held: Quota, cost: Quota, free: Quota) -> Settlement {
+        let charged = cost.min(held.saturating_add(free.max(0)));
+        Settlement {
+            charged,
+            refunded: (held - charged).max(0),
+        }
+    }
+}
+
 pub struct NewToken {
     pub account_id: String,
     pub name: String,
@@ -162,18 +175,14 @@ impl Books {
     ) -> Settlement {
         // Free before this hold is released: what lies beyond this hold and
         // every other text hold.
-        let free = self.free(&res.account_id).unwrap_or(0).max(0);
+        let free = self.free(&res.account_id).unwrap_or(0);
         if let Some(held) = self.text_held.get_mut(&res.account_id) {
             *held -= res.amount;
             if *held <= 0 {
                 self.text_held.remove(&res.account_id);
             }
         }
-        let charged = if cost <= res.amount {
-            cost
-        } else {
-            res.amount + (cost - res.amount).min(free)
-        };
+        let Settlement { charged, refunded } = Settlement::of(res.amount, cost, free);
         let token = res.token_id.as_ref().and_then(|id| self.tokens.get_mut(id));
         if let Some(t) = token {
             t.held = (t.held - res.amount).max(0);
@@ -194,10 +203,7 @@ impl Books {
             );
             facts.push(balance_fact(a));
         }
-        Settlement {
-            charged,
-            refunded: res.amount.saturating_sub(charged).max(0),
-        }
+        Settlement { charged, refunded }
     }
 
     /// Closes a logged hold (the money already left the balance at
@@ -209,40 +215,24 @@ impl Books {
         now: i64,
         facts: &mut Vec<Fact>,
     ) -> Settlement {
-        let mut out = Settlement::default();
-        let free = self.free(&res.account_id).unwrap_or(0).max(0);
+        let free = self.free(&res.account_id).unwrap_or(0);
+        let out = Settlement::of(res.amount, cost, free);
         if let Some(a) = self.accounts.get_mut(&res.account_id) {
-            if cost <= res.amount {
-                out = Settlement {
-                    charged: cost,
-                    refunded: res.amount - cost,
-                };
-                if cost > 0 {
-                    Books::post(a, LedgerKind::Settle, 0, &res.id, now, Some(cost), facts);
-                }
-                if out.refunded > 0 {
-                    Books::post(
-                        a,
-                        LedgerKind::Refund,
-                        out.refunded,
-                        &res.id,
-                        now,
-                        None,
-                        facts,
-                    );
-                }
-            } else {
-                // The vendor used more than the estimate: collect what the
-                // balance has free, never more.
-                let extra = (cost - res.amount).min(free);
-                out.charged = res.amount + extra;
+            // The hold left the balance at `reserve`: the settlement moves it
+            // only by what the cost took beyond the hold.
+            if cost > res.amount || out.charged > 0 {
+                let beyond = out.charged - res.amount.min(out.charged);
+                let entry = Some(out.charged);
+                Books::post(a, LedgerKind::Settle, -beyond, &res.id, now, entry, facts);
+            }
+            if out.refunded > 0 {
                 Books::post(
                     a,
-                    LedgerKind::Settle,
-                    -extra,
+                    LedgerKind::Refund,
+                    out.refunded,
                     &res.id,
                     now,
-                    Some(out.charged),
+                    None,
                     facts,
                 );
             }
