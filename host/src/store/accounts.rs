@@ -4,27 +4,24 @@
 //! `billing::ledger`.
 
 use super::records::*;
-use super::{compact, decode, encode, Store, StoreError};
-use super::{
-    ACCOUNTS, BALANCES, LEDGER, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY, USAGE,
-    USAGE_BY_ACCOUNT,
-};
+use super::{decode, encode, history, Store, StoreError};
+use super::{ACCOUNTS, BALANCES, RESERVATIONS, TOKENS, TOKEN_KEYS, TOKEN_MONEY};
 use redb::{ReadableTable, WriteTransaction};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Folds logged facts into the tables. Facts are coalesced first: only the
 /// last balance of an account and the last spending of a token are written,
-/// and a hold opened and closed within the batch is not written at all.
+/// a hold opened and closed within the batch is not written at all, and
+/// usage rows and ledger entries go into blocks (`history`) together.
 pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreError> {
     let mut accounts = txn.open_table(ACCOUNTS)?;
-    let mut ledger = txn.open_table(LEDGER)?;
     let mut tokens = txn.open_table(TOKENS)?;
     let mut keys = txn.open_table(TOKEN_KEYS)?;
     let mut holds = txn.open_table(RESERVATIONS)?;
-    let mut usage = txn.open_table(USAGE)?;
-    let mut usage_index = txn.open_table(USAGE_BY_ACCOUNT)?;
     let mut balances: HashMap<&str, (i64, u64, i64)> = HashMap::new();
     let mut money: HashMap<&str, (i64, i64)> = HashMap::new();
+    let mut entries: BTreeMap<&str, Vec<&LedgerEntry>> = BTreeMap::new();
+    let mut usage: Vec<&UsageRecord> = Vec::new();
     let opened_here: HashSet<&str> = facts
         .iter()
         .filter_map(|f| match f {
@@ -46,10 +43,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                 balances.insert(a.id.as_str(), (a.balance, a.ledger_seq, a.credited));
             }
             Fact::Ledger { account_id, entry } => {
-                ledger.insert(
-                    (account_id.as_str(), entry.seq),
-                    compact::encode_ledger(entry).as_slice(),
-                )?;
+                entries.entry(account_id.as_str()).or_default().push(entry);
             }
             Fact::Balance {
                 account_id,
@@ -84,10 +78,7 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
                     holds.remove(id.as_str())?;
                 }
             }
-            Fact::Usage(u) => {
-                usage.insert(u.seq, compact::encode_usage(u).as_slice())?;
-                usage_index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
-            }
+            Fact::Usage(u) => usage.push(u),
         }
     }
     let mut bal = txn.open_table(BALANCES)?;
@@ -98,20 +89,10 @@ pub fn apply_facts(txn: &WriteTransaction, facts: &[Fact]) -> Result<(), StoreEr
     for (id, v) in money {
         tm.insert(id, v)?;
     }
-    Ok(())
-}
-
-/// Fills the account-and-time index from the usage rows (once, for a
-/// database written before the index existed).
-pub(crate) fn build_usage_index(txn: &WriteTransaction) -> Result<(), StoreError> {
-    let usage = txn.open_table(USAGE)?;
-    let mut index = txn.open_table(USAGE_BY_ACCOUNT)?;
-    for row in usage.iter()? {
-        let (k, v) = row?;
-        let u = compact::decode_usage(k.value(), v.value())?;
-        index.insert((u.account_id.as_str(), u.at, u.seq), ())?;
+    for (account, list) in entries {
+        history::append_ledger(txn, account, &list)?;
     }
-    Ok(())
+    history::append_usage(txn, &usage)
 }
 
 impl Store {
@@ -128,17 +109,6 @@ impl Store {
                 (a.balance, a.ledger_seq, a.credited) = b.value();
             }
             out.push(a);
-        }
-        Ok(out)
-    }
-
-    pub fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        let txn = self.read()?;
-        let t = txn.open_table(LEDGER)?;
-        let mut out = Vec::new();
-        for row in t.range((account_id, 0)..=(account_id, u64::MAX))? {
-            let (k, v) = row?;
-            out.push(compact::decode_ledger(k.value().1, v.value())?);
         }
         Ok(out)
     }
@@ -167,87 +137,6 @@ impl Store {
         for row in t.iter()? {
             let (_, v) = row?;
             out.push(decode("reservations", v.value())?);
-        }
-        Ok(out)
-    }
-
-    /// The highest usage row number stored.
-    pub fn last_usage_seq(&self) -> Result<u64, StoreError> {
-        let txn = self.read()?;
-        let t = txn.open_table(USAGE)?;
-        let last = t.last()?.map(|(k, _)| k.value()).unwrap_or(0);
-        Ok(last)
-    }
-
-    /// Usage rows, newest first, optionally for one account or token. With
-    /// an account, only that account's rows are read (through its index).
-    pub fn usage(
-        &self,
-        account_id: Option<&str>,
-        token_id: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<UsageRecord>, StoreError> {
-        let txn = self.read()?;
-        let t = txn.open_table(USAGE)?;
-        let wanted = |u: &UsageRecord| token_id.is_none_or(|t| Some(t) == u.token_id.as_deref());
-        let mut out = Vec::new();
-        match account_id {
-            Some(account) => {
-                let index = txn.open_table(USAGE_BY_ACCOUNT)?;
-                for row in index
-                    .range((account, i64::MIN, 0)..=(account, i64::MAX, u64::MAX))?
-                    .rev()
-                {
-                    if out.len() >= limit {
-                        break;
-                    }
-                    let (k, _) = row?;
-                    let (_, _, seq) = k.value();
-                    if let Some(v) = t.get(seq)? {
-                        let u = compact::decode_usage(seq, v.value())?;
-                        if wanted(&u) {
-                            out.push(u);
-                        }
-                    }
-                }
-            }
-            None => {
-                for row in t.iter()?.rev() {
-                    if out.len() >= limit {
-                        break;
-                    }
-                    let (k, v) = row?;
-                    let u = compact::decode_usage(k.value(), v.value())?;
-                    if wanted(&u) {
-                        out.push(u);
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Usage rows of an account between two times (inclusive, Unix seconds),
-    /// oldest first, read through the account-and-time index.
-    pub fn usage_between(
-        &self,
-        account_id: &str,
-        from: i64,
-        to: i64,
-    ) -> Result<Vec<UsageRecord>, StoreError> {
-        let txn = self.read()?;
-        let t = txn.open_table(USAGE)?;
-        let index = txn.open_table(USAGE_BY_ACCOUNT)?;
-        let mut out = Vec::new();
-        if from > to {
-            return Ok(out);
-        }
-        for row in index.range((account_id, from, 0)..=(account_id, to, u64::MAX))? {
-            let (k, _) = row?;
-            let (_, _, seq) = k.value();
-            if let Some(v) = t.get(seq)? {
-                out.push(compact::decode_usage(seq, v.value())?);
-            }
         }
         Ok(out)
     }

@@ -3,19 +3,22 @@
 //!
 //! They are most of what the store grows by, and they are written once and
 //! read rarely (dashboards, admin reads), so they are laid out for size, not
-//! for reading by eye: a version byte, then the record in `postcard` (varint
-//! integers, length-prefixed strings, fields in declaration order) with the
-//! generated ids (`req_`, `acct_`, `tok_`, ... followed by 32 hex digits)
-//! packed into their 16 bytes. A usage row takes about 100 bytes this way
-//! against some 400 as JSON. The key already holds the row's number (a usage
-//! row's `seq`, a ledger entry's `seq`), so the value does not repeat it.
+//! for reading by eye: `postcard` (varint integers, length-prefixed strings,
+//! fields in declaration order), with the generated ids (`req_`, `acct_`,
+//! `tok_`, ... followed by 32 hex digits) packed into their 16 bytes.
 //!
-//! Rows written by earlier versions are JSON, which always starts with `{`;
-//! a binary value starts with its version byte, so both read back and
-//! nothing is rewritten. The wire structs below are the format: a new field
-//! goes at the end under a new version byte, and a new `LedgerKind` or
-//! `MeterKind` variant goes after the existing ones (postcard stores a
-//! variant by its position).
+//! They are stored in blocks of one account's rows (`history`): a version
+//! byte (2), then the rows, with the strings they share (token ids, model
+//! and channel names) once per block and `seq` and `at` as steps from the
+//! row before. The account is in the block's key. A text call's usage row
+//! takes some 45 bytes this way and its `charge` entry some 32.
+//!
+//! Older versions stored a row per key: JSON (which always starts with `{`),
+//! then version byte 1 and one row in postcard. Those are read only to move
+//! them into blocks (`history::migrate`). The wire structs below are the
+//! format: a new field goes at the end under a new version byte, and a new
+//! `LedgerKind` or `MeterKind` variant goes after the existing ones (postcard
+//! stores a variant by its position).
 
 use super::records::{LedgerEntry, LedgerKind, UsageRecord};
 use super::StoreError;
@@ -119,6 +122,7 @@ struct LedgerWire<'a> {
     charged: Option<Quota>,
 }
 
+#[cfg(test)]
 fn with_version<T: Serialize>(wire: &T) -> Vec<u8> {
     let mut out = vec![V1];
     // Serialising plain structs into a vector cannot fail.
@@ -135,7 +139,9 @@ fn corrupt(table: &'static str, detail: impl ToString) -> StoreError {
     }
 }
 
-/// A usage row's value (its `seq` is the key).
+/// A usage row's value (its `seq` is the key), as versions before blocks
+/// wrote it (tests write old databases with it).
+#[cfg(test)]
 pub(crate) fn encode_usage(u: &UsageRecord) -> Vec<u8> {
     with_version(&UsageWire {
         at: u.at,
@@ -167,7 +173,7 @@ pub(crate) fn encode_usage(u: &UsageRecord) -> Vec<u8> {
     })
 }
 
-/// Reads a usage row stored under `seq`, binary or (older) JSON.
+/// Reads a usage row an older version stored under `seq`, binary or JSON.
 pub(crate) fn decode_usage(seq: u64, bytes: &[u8]) -> Result<UsageRecord, StoreError> {
     const TABLE: &str = "usage";
     let Some((&V1, body)) = bytes.split_first() else {
@@ -211,7 +217,9 @@ pub(crate) fn decode_usage(seq: u64, bytes: &[u8]) -> Result<UsageRecord, StoreE
     })
 }
 
-/// A ledger entry's value (its `seq` is in the key).
+/// A ledger entry's value (its `seq` is in the key), as versions before
+/// blocks wrote it.
+#[cfg(test)]
 pub(crate) fn encode_ledger(e: &LedgerEntry) -> Vec<u8> {
     with_version(&LedgerWire {
         kind: e.kind,
@@ -223,7 +231,8 @@ pub(crate) fn encode_ledger(e: &LedgerEntry) -> Vec<u8> {
     })
 }
 
-/// Reads a ledger entry stored under `seq`, binary or (older) JSON.
+/// Reads a ledger entry an older version stored under `seq`, binary or
+/// JSON.
 pub(crate) fn decode_ledger(seq: u64, bytes: &[u8]) -> Result<LedgerEntry, StoreError> {
     const TABLE: &str = "ledger";
     let Some((&V1, body)) = bytes.split_first() else {
@@ -241,6 +250,268 @@ pub(crate) fn decode_ledger(seq: u64, bytes: &[u8]) -> Result<LedgerEntry, Store
         at: w.at,
         charged: w.charged,
     })
+}
+
+/// The first byte of a block value (`history`): many rows of one account.
+const V2_BLOCK: u8 = 2;
+
+/// Strings a block's rows share (token ids, model and channel names),
+/// stored once per block and referred to by position.
+#[derive(Default)]
+struct Dictionary<'a> {
+    tokens: Vec<&'a str>,
+    names: Vec<&'a str>,
+}
+
+impl<'a> Dictionary<'a> {
+    fn place(list: &mut Vec<&'a str>, s: &'a str) -> u32 {
+        match list.iter().position(|x| *x == s) {
+            Some(i) => i as u32,
+            None => {
+                list.push(s);
+                (list.len() - 1) as u32
+            }
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct UsageBlockWire<'a> {
+    #[serde(borrow)]
+    tokens: Vec<Id<'a>>,
+    #[serde(borrow)]
+    names: Vec<Cow<'a, str>>,
+    #[serde(borrow)]
+    rows: Vec<UsageRowWire<'a>>,
+}
+
+/// A usage row inside a block: its account is the block's, its strings are
+/// positions in the block's dictionary, and its `seq` and `at` are steps
+/// from the row before (the first row's from the block's first `seq`, and
+/// from zero).
+#[derive(Serialize, Deserialize)]
+struct UsageRowWire<'a> {
+    seq_step: u64,
+    at_step: i64,
+    #[serde(borrow)]
+    request_id: Id<'a>,
+    token: Option<u32>,
+    model: u32,
+    channel: Option<u32>,
+    input_tokens: u64,
+    cached_tokens: u64,
+    cache_write_tokens: u64,
+    output_tokens: u64,
+    reasoning_tokens: u64,
+    #[serde(borrow)]
+    meters: Vec<MeterWire<'a>>,
+    counted_by_gateway: bool,
+    cost: Quota,
+    latency_ms: u64,
+    status: u16,
+    stream: bool,
+    #[serde(borrow)]
+    error: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct LedgerBlockWire<'a> {
+    #[serde(borrow)]
+    rows: Vec<LedgerRowWire<'a>>,
+}
+
+/// A ledger entry inside a block, `seq` and `at` as steps (see
+/// [`UsageRowWire`]).
+#[derive(Serialize, Deserialize)]
+struct LedgerRowWire<'a> {
+    seq_step: u64,
+    at_step: i64,
+    kind: LedgerKind,
+    amount: Quota,
+    balance_after: Quota,
+    #[serde(borrow)]
+    reference: Id<'a>,
+    charged: Option<Quota>,
+}
+
+fn block_bytes<T: Serialize>(wire: &T) -> Vec<u8> {
+    let mut out = vec![V2_BLOCK];
+    // Serialising plain structs into a vector cannot fail.
+    if let Ok(body) = postcard::to_allocvec(wire) {
+        out.extend_from_slice(&body);
+    }
+    out
+}
+
+fn block_body<'b>(table: &'static str, bytes: &'b [u8]) -> Result<&'b [u8], StoreError> {
+    match bytes.split_first() {
+        Some((&V2_BLOCK, body)) => Ok(body),
+        _ => Err(corrupt(table, "not a block")),
+    }
+}
+
+/// One account's usage rows (in `seq` order) as a block stored under
+/// `first_seq`, the first row's `seq`.
+pub(crate) fn encode_usage_block(first_seq: u64, rows: &[UsageRecord]) -> Vec<u8> {
+    let mut dict = Dictionary::default();
+    let (mut seq, mut at) = (first_seq, 0i64);
+    let mut wire_rows = Vec::with_capacity(rows.len());
+    for u in rows {
+        wire_rows.push(UsageRowWire {
+            seq_step: u.seq.wrapping_sub(seq),
+            at_step: u.at.wrapping_sub(at),
+            request_id: Id::pack(&u.request_id),
+            token: u
+                .token_id
+                .as_deref()
+                .map(|t| Dictionary::place(&mut dict.tokens, t)),
+            model: Dictionary::place(&mut dict.names, &u.model),
+            channel: u
+                .channel
+                .as_deref()
+                .map(|c| Dictionary::place(&mut dict.names, c)),
+            input_tokens: u.input_tokens,
+            cached_tokens: u.cached_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            output_tokens: u.output_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            meters: u
+                .meters
+                .iter()
+                .map(|m| MeterWire {
+                    kind: m.kind,
+                    quantity: m.quantity,
+                    detail: m.detail.as_deref().map(Cow::Borrowed),
+                })
+                .collect(),
+            counted_by_gateway: u.counted_by_gateway,
+            cost: u.cost,
+            latency_ms: u.latency_ms,
+            status: u.status,
+            stream: u.stream,
+            error: u.error.as_deref().map(Cow::Borrowed),
+        });
+        (seq, at) = (u.seq, u.at);
+    }
+    block_bytes(&UsageBlockWire {
+        tokens: dict.tokens.into_iter().map(Id::pack).collect(),
+        names: dict.names.into_iter().map(Cow::Borrowed).collect(),
+        rows: wire_rows,
+    })
+}
+
+/// Reads a block of `account_id`'s usage rows stored under `first_seq`.
+pub(crate) fn decode_usage_block(
+    account_id: &str,
+    first_seq: u64,
+    bytes: &[u8],
+) -> Result<Vec<UsageRecord>, StoreError> {
+    const TABLE: &str = "usage_blocks";
+    let w: UsageBlockWire =
+        postcard::from_bytes(block_body(TABLE, bytes)?).map_err(|e| corrupt(TABLE, e))?;
+    let tokens: Vec<String> = w
+        .tokens
+        .into_iter()
+        .map(Id::unpack)
+        .collect::<Result<_, _>>()
+        .map_err(|e| corrupt(TABLE, e))?;
+    let name = |i: u32| {
+        w.names
+            .get(i as usize)
+            .map(|s| s.to_string())
+            .ok_or_else(|| corrupt(TABLE, format!("no name {i} in the block")))
+    };
+    let (mut seq, mut at) = (first_seq, 0i64);
+    let mut out = Vec::with_capacity(w.rows.len());
+    for r in w.rows {
+        seq = seq.wrapping_add(r.seq_step);
+        at = at.wrapping_add(r.at_step);
+        let token_id = match r.token {
+            Some(i) => Some(
+                tokens
+                    .get(i as usize)
+                    .cloned()
+                    .ok_or_else(|| corrupt(TABLE, format!("no token {i} in the block")))?,
+            ),
+            None => None,
+        };
+        out.push(UsageRecord {
+            seq,
+            at,
+            request_id: r.request_id.unpack().map_err(|e| corrupt(TABLE, e))?,
+            account_id: account_id.to_string(),
+            token_id,
+            model: name(r.model)?,
+            channel: r.channel.map(name).transpose()?,
+            input_tokens: r.input_tokens,
+            cached_tokens: r.cached_tokens,
+            cache_write_tokens: r.cache_write_tokens,
+            output_tokens: r.output_tokens,
+            reasoning_tokens: r.reasoning_tokens,
+            meters: r
+                .meters
+                .into_iter()
+                .map(|m| Meter {
+                    kind: m.kind,
+                    quantity: m.quantity,
+                    detail: m.detail.map(Cow::into_owned),
+                })
+                .collect(),
+            counted_by_gateway: r.counted_by_gateway,
+            cost: r.cost,
+            latency_ms: r.latency_ms,
+            status: r.status,
+            stream: r.stream,
+            error: r.error.map(Cow::into_owned),
+        });
+    }
+    Ok(out)
+}
+
+/// One account's ledger entries (in `seq` order) as a block stored under
+/// `first_seq`, the first entry's `seq`.
+pub(crate) fn encode_ledger_block(first_seq: u64, entries: &[LedgerEntry]) -> Vec<u8> {
+    let (mut seq, mut at) = (first_seq, 0i64);
+    let mut rows = Vec::with_capacity(entries.len());
+    for e in entries {
+        rows.push(LedgerRowWire {
+            seq_step: e.seq.wrapping_sub(seq),
+            at_step: e.at.wrapping_sub(at),
+            kind: e.kind,
+            amount: e.amount,
+            balance_after: e.balance_after,
+            reference: Id::pack(&e.reference),
+            charged: e.charged,
+        });
+        (seq, at) = (e.seq, e.at);
+    }
+    block_bytes(&LedgerBlockWire { rows })
+}
+
+/// Reads a block of ledger entries stored under `first_seq`.
+pub(crate) fn decode_ledger_block(
+    first_seq: u64,
+    bytes: &[u8],
+) -> Result<Vec<LedgerEntry>, StoreError> {
+    const TABLE: &str = "ledger_blocks";
+    let w: LedgerBlockWire =
+        postcard::from_bytes(block_body(TABLE, bytes)?).map_err(|e| corrupt(TABLE, e))?;
+    let (mut seq, mut at) = (first_seq, 0i64);
+    let mut out = Vec::with_capacity(w.rows.len());
+    for r in w.rows {
+        seq = seq.wrapping_add(r.seq_step);
+        at = at.wrapping_add(r.at_step);
+        out.push(LedgerEntry {
+            seq,
+            kind: r.kind,
+            amount: r.amount,
+            balance_after: r.balance_after,
+            reference: r.reference.unpack().map_err(|e| corrupt(TABLE, e))?,
+            at,
+            charged: r.charged,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -347,6 +618,48 @@ mod tests {
             decode_usage(7, &serde_json::to_vec(&u).unwrap()).unwrap(),
             u
         );
+    }
+
+    #[test]
+    fn blocks_round_trip_and_share_their_strings() {
+        let rows: Vec<UsageRecord> = (0..50u64)
+            .map(|i| UsageRecord {
+                seq: 100 + i * 3,
+                // Times may step back (rows are numbered as they are
+                // logged, not as they started).
+                at: 1_790_000_000 + (i as i64 % 7) - 3,
+                token_id: (i % 4 != 0).then(|| format!("tok_{}", i % 2)),
+                channel: (i % 5 != 0).then(|| "sim".to_string()),
+                meters: if i == 3 { row().meters } else { vec![] },
+                error: (i == 9).then(|| "client went away".to_string()),
+                ..row()
+            })
+            .map(|u| UsageRecord {
+                account_id: "acct_x".into(),
+                ..u
+            })
+            .collect();
+        let bytes = encode_usage_block(100, &rows);
+        assert_eq!(decode_usage_block("acct_x", 100, &bytes).unwrap(), rows);
+        // Request ids, token and steps: well under half a row apiece.
+        assert!(bytes.len() < 50 * 45, "{}", bytes.len());
+
+        let entries: Vec<LedgerEntry> = (0..20u64)
+            .map(|i| LedgerEntry {
+                seq: 7 + i,
+                kind: LedgerKind::Charge,
+                amount: -636,
+                balance_after: 2_500_000 - 636 * i as i64,
+                reference: crate::ids::new_request_id(),
+                at: 1_790_000_000 + i as i64,
+                charged: Some(636),
+            })
+            .collect();
+        let bytes = encode_ledger_block(7, &entries);
+        assert_eq!(decode_ledger_block(7, &bytes).unwrap(), entries);
+        assert!(bytes.len() < 20 * 33, "{}", bytes.len());
+        assert!(decode_ledger_block(7, &bytes[..bytes.len() / 2]).is_err());
+        assert!(decode_usage_block("a", 7, &encode_usage(&row())).is_err());
     }
 
     #[test]

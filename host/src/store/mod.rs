@@ -14,6 +14,7 @@
 
 pub mod accounts;
 mod compact;
+pub mod history;
 pub mod models;
 pub mod records;
 pub mod users;
@@ -27,11 +28,9 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 pub(crate) const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
-pub(crate) const LEDGER: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("ledger");
 pub(crate) const TOKENS: TableDefinition<&str, &[u8]> = TableDefinition::new("tokens");
 pub(crate) const TOKEN_KEYS: TableDefinition<&str, &str> = TableDefinition::new("token_keys");
 pub(crate) const RESERVATIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("reservations");
-pub(crate) const USAGE: TableDefinition<u64, &[u8]> = TableDefinition::new("usage");
 /// Account id → (balance, ledger position, credited): the part of an account that
 /// changes on every call, kept apart so updating it is one small write.
 pub(crate) const BALANCES: TableDefinition<&str, (i64, u64, i64)> =
@@ -39,9 +38,6 @@ pub(crate) const BALANCES: TableDefinition<&str, (i64, u64, i64)> =
 /// Token id → (used, reserved), for the same reason.
 pub(crate) const TOKEN_MONEY: TableDefinition<&str, (i64, i64)> =
     TableDefinition::new("token_money");
-/// (account, at, usage seq) → (): an account's usage rows in time order.
-pub(crate) const USAGE_BY_ACCOUNT: TableDefinition<(&str, i64, u64), ()> =
-    TableDefinition::new("usage_by_account");
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `META` key: which generation of derived indexes the file holds.
 const INDEXES_KEY: &str = "indexes";
@@ -103,18 +99,17 @@ impl Store {
             // Create every table up front so readers never meet a missing one.
             let txn = db.begin_write()?;
             txn.open_table(ACCOUNTS)?;
-            txn.open_table(LEDGER)?;
             txn.open_table(TOKENS)?;
             txn.open_table(TOKEN_KEYS)?;
             txn.open_table(RESERVATIONS)?;
-            txn.open_table(USAGE)?;
             txn.open_table(BALANCES)?;
             txn.open_table(TOKEN_MONEY)?;
-            txn.open_table(USAGE_BY_ACCOUNT)?;
+            history::create_tables(&txn)?;
             txn.open_table(models::MODELS_SEEN)?;
             video::create_tables(&txn)?;
             users::create_tables(&txn)?;
             txn.open_table(META)?;
+            history::migrate(&txn)?;
             ensure_indexes(&txn)?;
             txn.commit()?;
         }
@@ -237,7 +232,6 @@ pub(crate) fn ensure_indexes(txn: &WriteTransaction) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META)?;
     let built = meta.get(INDEXES_KEY)?.map(|v| v.value()).unwrap_or(0);
     if built < INDEXES_VERSION {
-        accounts::build_usage_index(txn)?;
         video::build_indexes(txn)?;
         meta.insert(INDEXES_KEY, INDEXES_VERSION)?;
     }
