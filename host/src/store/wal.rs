@@ -18,7 +18,9 @@
 //! Files are segments `ledger-<first seq>.wal` in the data folder. Redb keeps
 //! the sequence number of the last record it holds (`meta.wal_seq`, written in
 //! the same transaction as the facts), so replay at start-up applies exactly
-//! the records it is missing; segments wholly in redb are deleted.
+//! the records it is missing; segments wholly in redb are deleted. A segment
+//! is closed at 32 MiB, or after a checkpoint once it holds 1 MiB, so the log
+//! on disk stays within a few MiB however many calls go through.
 
 use super::records::Fact;
 use super::{Store, StoreError, META};
@@ -38,6 +40,11 @@ const SYNC_EVERY: Duration = Duration::from_millis(10);
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// A new segment starts once the current one is this large.
 const SEGMENT_BYTES: u64 = 32 * 1024 * 1024;
+/// ... or, after a checkpoint, once it is this large: its records are then
+/// all in redb or about to be, so the next checkpoint deletes it, and the
+/// log on disk stays within a few of these instead of growing with every
+/// call up to `SEGMENT_BYTES`.
+const CHECKPOINTED_SEGMENT_BYTES: u64 = 1024 * 1024;
 /// Records that need no acknowledgement wait in memory until the next
 /// acknowledged one, or until this many bytes have gathered.
 const BUFFER_BYTES: usize = 64 * 1024;
@@ -138,12 +145,22 @@ impl Log {
                 self.segment.path.display()
             ));
         }
+        self.start_segment();
+    }
+
+    /// Starts a new segment and returns the one it replaces, which the
+    /// caller must fsync (the fsync thread only syncs the current one).
+    fn start_segment(&mut self) -> Option<Arc<File>> {
         match Segment::create(&self.dir, self.segment.last_seq + 1) {
             Ok(next) => {
                 let old = std::mem::replace(&mut self.segment, next);
                 self.closed.push((old.path, old.last_seq));
+                Some(old.file)
             }
-            Err(e) => tracing::error!("cannot start a new ledger log segment: {e}"),
+            Err(e) => {
+                tracing::error!("cannot start a new ledger log segment: {e}");
+                None
+            }
         }
     }
 }
@@ -449,6 +466,21 @@ fn checkpoint_loop(
             });
             match &result {
                 Ok(()) => {
+                    let replaced = {
+                        let mut log = shared.lock();
+                        if log.segment.bytes >= CHECKPOINTED_SEGMENT_BYTES {
+                            log.flush();
+                            log.start_segment()
+                        } else {
+                            None
+                        }
+                    };
+                    // Outside the lock: writers go on into the new segment.
+                    if let Some(file) = replaced {
+                        if let Err(e) = file.sync_data() {
+                            fatal(&format!("fsync of a ledger log segment failed: {e}"));
+                        }
+                    }
                     let done: Vec<PathBuf> = {
                         let mut log = shared.lock();
                         let (done, kept) = std::mem::take(&mut log.closed)
@@ -747,5 +779,40 @@ mod writer_tests {
             .map(|u| u.model)
             .collect();
         assert_eq!(rows, ["video", "settled", "held"]);
+    }
+
+    #[tokio::test]
+    async fn a_checkpointed_segment_is_closed_and_deleted_so_the_log_stays_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.redb")).unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let wal = start(&logs, store.clone(), WalSync::Batched, 1, apply_facts).unwrap();
+        let bytes = |logs: &Path| -> u64 {
+            segments(logs)
+                .iter()
+                .map(|p| std::fs::metadata(p).unwrap().len())
+                .sum()
+        };
+        // Some 3 MiB of records, a checkpoint every 2,000.
+        let model = "m".repeat(200);
+        for seq in 1..=12_000u64 {
+            wal.append(seq, vec![usage(seq, &model)], Durability::Written)
+                .unwrap();
+            if seq % 2_000 == 0 {
+                wal.checkpoint().await.unwrap();
+                assert!(
+                    bytes(&logs) <= 2 * CHECKPOINTED_SEGMENT_BYTES,
+                    "{} bytes of log after a checkpoint",
+                    bytes(&logs)
+                );
+            }
+        }
+        wal.checkpoint().await.unwrap();
+        // Every record reached redb, the log written before is gone.
+        assert_eq!(store.last_usage_seq().unwrap(), 12_000);
+        assert_eq!(store.usage(None, None, usize::MAX).unwrap().len(), 12_000);
+        assert_eq!(segments(&logs).len(), 1);
+        assert!(bytes(&logs) < CHECKPOINTED_SEGMENT_BYTES);
     }
 }
