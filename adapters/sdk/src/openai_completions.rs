@@ -233,7 +233,7 @@ pub struct StreamEncoder {
 fn data(v: Value) -> SseEvent {
     SseEvent {
         event: None,
-        data: v.to_string(),
+        data: crate::json::to_text(&v),
     }
 }
 

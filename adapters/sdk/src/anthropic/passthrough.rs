@@ -85,7 +85,7 @@ impl StreamRelay {
             }
             return Ok(vec![SseEvent {
                 event: ev.event.clone(),
-                data: data.to_string(),
+                data: crate::json::to_text(&data),
             }]);
         }
         Ok(vec![ev.clone()])

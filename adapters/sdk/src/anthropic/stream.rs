@@ -184,7 +184,7 @@ pub struct StreamEncoder {
 fn event(name: &str, data: Value) -> SseEvent {
     SseEvent {
         event: Some(name.to_owned()),
-        data: data.to_string(),
+        data: crate::json::to_text(&data),
     }
 }
 

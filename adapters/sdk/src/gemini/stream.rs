@@ -156,7 +156,7 @@ impl StreamEncoder {
         }
         SseEvent {
             event: None,
-            data: c.to_string(),
+            data: crate::json::to_text(&c),
         }
     }
 
@@ -254,7 +254,7 @@ mod tests {
     fn data(v: Value) -> SseEvent {
         SseEvent {
             event: None,
-            data: v.to_string(),
+            data: crate::json::to_text(&v),
         }
     }
 

@@ -3,7 +3,7 @@ use serde_json::Value;
 use super::client_wants_usage;
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
-use crate::json::{has_non_null, set_model};
+use crate::json::{has_non_null, set_model, to_text};
 use crate::openai_chat::{ensure_usage_details, parse_usage};
 use crate::redact::clean_message;
 use crate::TranslateError;
@@ -74,7 +74,7 @@ impl StreamRelay {
         };
         if object.contains_key("error") && !object.contains_key("choices") {
             let mut out = self.release_held(false);
-            out.push(sanitised_error(chunk).to_string());
+            out.push(to_text(&sanitised_error(chunk)));
             return Ok(out);
         }
         set_model(&mut chunk, &self.client_model);
@@ -87,7 +87,7 @@ impl StreamRelay {
 
         if self.client_wants_usage {
             ensure_usage_member(&mut chunk);
-            return Ok(vec![chunk.to_string()]);
+            return Ok(vec![to_text(&chunk)]);
         }
         if carries_usage && !has_choices {
             // The usage report: its usage goes into the held chunk and the
@@ -101,7 +101,7 @@ impl StreamRelay {
         if finishes && !carries_usage {
             self.held = Some(chunk);
         } else {
-            out.push(chunk.to_string());
+            out.push(to_text(&chunk));
         }
         Ok(out)
     }
@@ -139,7 +139,7 @@ impl StreamRelay {
                 object.insert("usage".to_owned(), usage.clone());
             }
         }
-        vec![held.to_string()]
+        vec![to_text(&held)]
     }
 }
 

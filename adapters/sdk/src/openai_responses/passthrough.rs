@@ -70,7 +70,7 @@ impl StreamRelay {
         }
         Ok(vec![SseEvent {
             event: ev.event.clone(),
-            data: data.to_string(),
+            data: crate::json::to_text(&data),
         }])
     }
 

@@ -192,7 +192,7 @@ impl StreamEncoder {
         self.seq += 1;
         out.push(SseEvent {
             event: Some(kind.to_owned()),
-            data: data.to_string(),
+            data: crate::json::to_text(&data),
         });
     }
 
