@@ -82,19 +82,11 @@ struct MeterWire<'a> {
     detail: Option<Cow<'a, str>>,
 }
 
+/// What a usage row measured and charged: the same fields, in the same
+/// order, at the end of both row forms (postcard writes a nested struct as
+/// its fields one after another, so nesting changes no byte).
 #[derive(Serialize, Deserialize)]
-struct UsageWire<'a> {
-    at: i64,
-    #[serde(borrow)]
-    request_id: Id<'a>,
-    #[serde(borrow)]
-    account_id: Id<'a>,
-    #[serde(borrow)]
-    token_id: Option<Id<'a>>,
-    #[serde(borrow)]
-    model: Cow<'a, str>,
-    #[serde(borrow)]
-    channel: Option<Cow<'a, str>>,
+struct FiguresWire<'a> {
     input_tokens: u64,
     cached_tokens: u64,
     cache_write_tokens: u64,
@@ -109,6 +101,77 @@ struct UsageWire<'a> {
     stream: bool,
     #[serde(borrow)]
     error: Option<Cow<'a, str>>,
+}
+
+impl<'a> FiguresWire<'a> {
+    fn of(u: &'a UsageRecord) -> FiguresWire<'a> {
+        FiguresWire {
+            input_tokens: u.input_tokens,
+            cached_tokens: u.cached_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            output_tokens: u.output_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            meters: u
+                .meters
+                .iter()
+                .map(|m| MeterWire {
+                    kind: m.kind,
+                    quantity: m.quantity,
+                    detail: m.detail.as_deref().map(Cow::Borrowed),
+                })
+                .collect(),
+            counted_by_gateway: u.counted_by_gateway,
+            cost: u.cost,
+            latency_ms: u.latency_ms,
+            status: u.status,
+            stream: u.stream,
+            error: u.error.as_deref().map(Cow::Borrowed),
+        }
+    }
+
+    /// A row with these figures (its other fields empty).
+    fn into_record(self) -> UsageRecord {
+        UsageRecord {
+            input_tokens: self.input_tokens,
+            cached_tokens: self.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            output_tokens: self.output_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            meters: self
+                .meters
+                .into_iter()
+                .map(|m| Meter {
+                    kind: m.kind,
+                    quantity: m.quantity,
+                    detail: m.detail.map(Cow::into_owned),
+                })
+                .collect(),
+            counted_by_gateway: self.counted_by_gateway,
+            cost: self.cost,
+            latency_ms: self.latency_ms,
+            status: self.status,
+            stream: self.stream,
+            error: self.error.map(Cow::into_owned),
+            ..UsageRecord::default()
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct UsageWire<'a> {
+    at: i64,
+    #[serde(borrow)]
+    request_id: Id<'a>,
+    #[serde(borrow)]
+    account_id: Id<'a>,
+    #[serde(borrow)]
+    token_id: Option<Id<'a>>,
+    #[serde(borrow)]
+    model: Cow<'a, str>,
+    #[serde(borrow)]
+    channel: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    figures: FiguresWire<'a>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -150,26 +213,7 @@ pub(crate) fn encode_usage(u: &UsageRecord) -> Vec<u8> {
         token_id: u.token_id.as_deref().map(Id::pack),
         model: Cow::Borrowed(&u.model),
         channel: u.channel.as_deref().map(Cow::Borrowed),
-        input_tokens: u.input_tokens,
-        cached_tokens: u.cached_tokens,
-        cache_write_tokens: u.cache_write_tokens,
-        output_tokens: u.output_tokens,
-        reasoning_tokens: u.reasoning_tokens,
-        meters: u
-            .meters
-            .iter()
-            .map(|m| MeterWire {
-                kind: m.kind,
-                quantity: m.quantity,
-                detail: m.detail.as_deref().map(Cow::Borrowed),
-            })
-            .collect(),
-        counted_by_gateway: u.counted_by_gateway,
-        cost: u.cost,
-        latency_ms: u.latency_ms,
-        status: u.status,
-        stream: u.stream,
-        error: u.error.as_deref().map(Cow::Borrowed),
+        figures: FiguresWire::of(u),
     })
 }
 
@@ -194,26 +238,7 @@ pub(crate) fn decode_usage(seq: u64, bytes: &[u8]) -> Result<UsageRecord, StoreE
             .map_err(|e| corrupt(TABLE, e))?,
         model: w.model.into_owned(),
         channel: w.channel.map(Cow::into_owned),
-        input_tokens: w.input_tokens,
-        cached_tokens: w.cached_tokens,
-        cache_write_tokens: w.cache_write_tokens,
-        output_tokens: w.output_tokens,
-        reasoning_tokens: w.reasoning_tokens,
-        meters: w
-            .meters
-            .into_iter()
-            .map(|m| Meter {
-                kind: m.kind,
-                quantity: m.quantity,
-                detail: m.detail.map(Cow::into_owned),
-            })
-            .collect(),
-        counted_by_gateway: w.counted_by_gateway,
-        cost: w.cost,
-        latency_ms: w.latency_ms,
-        status: w.status,
-        stream: w.stream,
-        error: w.error.map(Cow::into_owned),
+        ..w.figures.into_record()
     })
 }
 
@@ -298,20 +323,8 @@ struct UsageRowWire<'a> {
     token: Option<u32>,
     model: u32,
     channel: Option<u32>,
-    input_tokens: u64,
-    cached_tokens: u64,
-    cache_write_tokens: u64,
-    output_tokens: u64,
-    reasoning_tokens: u64,
     #[serde(borrow)]
-    meters: Vec<MeterWire<'a>>,
-    counted_by_gateway: bool,
-    cost: Quota,
-    latency_ms: u64,
-    status: u16,
-    stream: bool,
-    #[serde(borrow)]
-    error: Option<Cow<'a, str>>,
+    figures: FiguresWire<'a>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -370,26 +383,7 @@ pub(crate) fn encode_usage_block(first_seq: u64, rows: &[UsageRecord]) -> Vec<u8
                 .channel
                 .as_deref()
                 .map(|c| Dictionary::place(&mut dict.names, c)),
-            input_tokens: u.input_tokens,
-            cached_tokens: u.cached_tokens,
-            cache_write_tokens: u.cache_write_tokens,
-            output_tokens: u.output_tokens,
-            reasoning_tokens: u.reasoning_tokens,
-            meters: u
-                .meters
-                .iter()
-                .map(|m| MeterWire {
-                    kind: m.kind,
-                    quantity: m.quantity,
-                    detail: m.detail.as_deref().map(Cow::Borrowed),
-                })
-                .collect(),
-            counted_by_gateway: u.counted_by_gateway,
-            cost: u.cost,
-            latency_ms: u.latency_ms,
-            status: u.status,
-            stream: u.stream,
-            error: u.error.as_deref().map(Cow::Borrowed),
+            figures: FiguresWire::of(u),
         });
         (seq, at) = (u.seq, u.at);
     }
@@ -443,26 +437,7 @@ pub(crate) fn decode_usage_block(
             token_id,
             model: name(r.model)?,
             channel: r.channel.map(name).transpose()?,
-            input_tokens: r.input_tokens,
-            cached_tokens: r.cached_tokens,
-            cache_write_tokens: r.cache_write_tokens,
-            output_tokens: r.output_tokens,
-            reasoning_tokens: r.reasoning_tokens,
-            meters: r
-                .meters
-                .into_iter()
-                .map(|m| Meter {
-                    kind: m.kind,
-                    quantity: m.quantity,
-                    detail: m.detail.map(Cow::into_owned),
-                })
-                .collect(),
-            counted_by_gateway: r.counted_by_gateway,
-            cost: r.cost,
-            latency_ms: r.latency_ms,
-            status: r.status,
-            stream: r.stream,
-            error: r.error.map(Cow::into_owned),
+            ..r.figures.into_record()
         });
     }
     Ok(out)
