@@ -289,7 +289,9 @@ pub(crate) fn migrate(txn: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Keeps the `limit` newest rows by `key`, newest first.
+/// Keeps the `limit` newest rows by `key`, newest first. Called once enough
+/// rows are gathered for the stop test (which reads the `limit`-th), and
+/// at the end, so a query for every row sorts once.
 fn newest<K: Ord>(rows: &mut Vec<UsageRecord>, limit: usize, key: impl Fn(&UsageRecord) -> K) {
     rows.sort_by_key(|u| std::cmp::Reverse(key(u)));
     rows.truncate(limit);
@@ -350,9 +352,12 @@ impl Store {
                     if let Some(v) = blocks.get((account, first))? {
                         let rows = compact::decode_usage_block(account, first, v.value())?;
                         out.extend(rows.into_iter().filter(|u| wanted(u)));
-                        newest(&mut out, limit, |u| (u.at, u.seq));
+                        if out.len() >= limit {
+                            newest(&mut out, limit, |u| (u.at, u.seq));
+                        }
                     }
                 }
+                newest(&mut out, limit, |u| (u.at, u.seq));
             }
             None => {
                 // Blocks by their last `seq`, newest first: a block holds
@@ -367,9 +372,12 @@ impl Store {
                     if let Some(b) = blocks.get((account, first))? {
                         let rows = compact::decode_usage_block(account, first, b.value())?;
                         out.extend(rows.into_iter().filter(|u| wanted(u)));
-                        newest(&mut out, limit, |u| u.seq);
+                        if out.len() >= limit {
+                            newest(&mut out, limit, |u| u.seq);
+                        }
                     }
                 }
+                newest(&mut out, limit, |u| u.seq);
             }
         }
         Ok(out)
