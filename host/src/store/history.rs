@@ -99,20 +99,6 @@ impl UsageTables<'_> {
         Ok(())
     }
 
-    /// Removes the index entries of a block about to be rewritten.
-    fn unindex(
-        &mut self,
-        account: &str,
-        first: u64,
-        rows: &[UsageRecord],
-    ) -> Result<(), StoreError> {
-        if let Some(last) = rows.last() {
-            self.by_time.remove((account, time_range(rows).1, first))?;
-            self.by_seq.remove(last.seq)?;
-        }
-        Ok(())
-    }
-
     /// Appends one account's rows (in `seq` order) after its newest block.
     fn append(&mut self, account: &str, rows: &[&UsageRecord]) -> Result<(), StoreError> {
         let tail = match self
@@ -130,31 +116,58 @@ impl UsageTables<'_> {
             }
             None => None,
         };
-        let stored = tail
-            .as_ref()
-            .and_then(|(_, rows)| rows.last())
-            .map_or(0, |u| u.seq);
-        let mut new = rows.iter().filter(|u| u.seq > stored).peekable();
-        let Some(first_new) = new.peek().map(|u| u.seq) else {
-            return Ok(());
-        };
-        let (mut first, mut block) = match tail {
-            Some((first, rows)) if rows.len() < BLOCK_ROWS => {
-                self.unindex(account, first, &rows)?;
-                (first, rows)
+        // The newest block's index entries, gone if it is rewritten.
+        let old = tail.as_ref().and_then(|(first, rows)| {
+            let last = rows.last()?.seq;
+            Some((*first, time_range(rows).1, last))
+        });
+        let blocks = fill(tail, rows, |u| u.seq);
+        if let (Some((first, latest, last)), Some((rewritten, _))) = (old, blocks.first()) {
+            if *rewritten == first {
+                self.by_time.remove((account, latest, first))?;
+                self.by_seq.remove(last)?;
             }
-            _ => (first_new, Vec::new()),
-        };
-        for u in new {
-            if block.len() == BLOCK_ROWS {
-                self.put(account, first, &block)?;
-                block.clear();
-                first = u.seq;
-            }
-            block.push((*u).clone());
         }
-        self.put(account, first, &block)
+        for (first, block) in &blocks {
+            self.put(account, *first, block)?;
+        }
+        Ok(())
     }
+}
+
+/// The blocks to write when `new` rows (in `seq` order) follow an account's
+/// newest block `tail` (its first `seq` and its rows): the tail topped up
+/// while it has room, then new blocks of [`BLOCK_ROWS`], each with its
+/// first `seq`. Rows at or below the tail's last `seq` are stored already
+/// and skipped, so applying the same facts twice changes nothing. Empty
+/// when nothing is new.
+fn fill<T: Clone>(
+    tail: Option<(u64, Vec<T>)>,
+    new: &[&T],
+    seq: impl Fn(&T) -> u64,
+) -> Vec<(u64, Vec<T>)> {
+    let stored = tail
+        .as_ref()
+        .and_then(|(_, rows)| rows.last())
+        .map_or(0, &seq);
+    let mut new = new.iter().filter(|r| seq(r) > stored).peekable();
+    let Some(first_new) = new.peek().map(|r| seq(r)) else {
+        return Vec::new();
+    };
+    let mut current = match tail {
+        Some((first, rows)) if rows.len() < BLOCK_ROWS => (first, rows),
+        _ => (first_new, Vec::new()),
+    };
+    let mut out = Vec::new();
+    for r in new {
+        if current.1.len() == BLOCK_ROWS {
+            let next = (seq(r), Vec::new());
+            out.push(std::mem::replace(&mut current, next));
+        }
+        current.1.push((*r).clone());
+    }
+    out.push(current);
+    out
 }
 
 /// Appends usage rows (of any accounts, in `seq` order).
@@ -202,33 +215,12 @@ pub(crate) fn append_ledger(
         }
         None => None,
     };
-    let stored = tail
-        .as_ref()
-        .and_then(|(_, rows)| rows.last())
-        .map_or(0, |e| e.seq);
-    let mut new = entries.iter().filter(|e| e.seq > stored).peekable();
-    let Some(first_new) = new.peek().map(|e| e.seq) else {
-        return Ok(());
-    };
-    let (mut first, mut block) = match tail {
-        Some((first, rows)) if rows.len() < BLOCK_ROWS => (first, rows),
-        _ => (first_new, Vec::new()),
-    };
-    for e in new {
-        if block.len() == BLOCK_ROWS {
-            blocks.insert(
-                (account, first),
-                compact::encode_ledger_block(first, &block).as_slice(),
-            )?;
-            block.clear();
-            first = e.seq;
-        }
-        block.push((*e).clone());
+    for (first, block) in fill(tail, entries, |e| e.seq) {
+        blocks.insert(
+            (account, first),
+            compact::encode_ledger_block(first, &block).as_slice(),
+        )?;
     }
-    blocks.insert(
-        (account, first),
-        compact::encode_ledger_block(first, &block).as_slice(),
-    )?;
     Ok(())
 }
 
@@ -506,6 +498,34 @@ mod tests {
             txn.open_table(USAGE_BY_SEQ).unwrap().len().unwrap(),
             txn.open_table(LEDGER_BLOCKS).unwrap().len().unwrap(),
         )
+    }
+
+    #[test]
+    fn fill_tops_up_the_tail_then_starts_full_blocks_and_skips_what_is_stored() {
+        let seqs = |from: u64, to: u64| (from..=to).collect::<Vec<u64>>();
+        let refs = |v: &[u64]| -> Vec<u64> { v.to_vec() };
+        let new = seqs(11, 11 + BLOCK_ROWS as u64);
+        let new_refs: Vec<&u64> = new.iter().collect();
+        // A tail of 10 rows (1..=10) takes 118 more, the rest starts a block.
+        let out = fill(Some((1, seqs(1, 10))), &new_refs, |s| *s);
+        let shape: Vec<(u64, usize)> = out.iter().map(|(f, r)| (*f, r.len())).collect();
+        assert_eq!(shape, [(1, BLOCK_ROWS), (129, 11)]);
+        assert_eq!(refs(&out[1].1), seqs(129, 139));
+        // A full tail is left alone.
+        let out = fill(Some((1, seqs(1, 128))), &new_refs[..0], |s| *s);
+        assert!(out.is_empty());
+        let again: Vec<&u64> = new_refs.iter().copied().filter(|s| **s > 120).collect();
+        let out = fill(Some((1, seqs(1, 128))), &again, |s| *s);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 129);
+        assert_eq!(refs(&out[0].1), seqs(129, 139));
+        // Rows already stored are skipped; nothing new, nothing written.
+        let out = fill(Some((1, seqs(1, 20))), &new_refs[..10], |s| *s);
+        assert!(out.is_empty());
+        // No tail: blocks start at the first new row.
+        let out = fill(None, &new_refs, |s| *s);
+        let shape: Vec<(u64, usize)> = out.iter().map(|(f, r)| (*f, r.len())).collect();
+        assert_eq!(shape, [(11, BLOCK_ROWS), (139, 1)]);
     }
 
     #[test]

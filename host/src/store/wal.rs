@@ -766,6 +766,30 @@ mod writer_tests {
     use super::*;
     use crate::store::accounts::apply_facts;
 
+    /// A log in batched mode over a fresh store, from seq 1.
+    struct Writer {
+        _dir: tempfile::TempDir,
+        store: Store,
+        logs: PathBuf,
+        wal: WalWriter,
+    }
+
+    impl Writer {
+        fn new() -> Writer {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("db.redb")).unwrap();
+            let logs = dir.path().join("logs");
+            std::fs::create_dir_all(&logs).unwrap();
+            let wal = start(&logs, store.clone(), WalSync::Batched, 1, apply_facts).unwrap();
+            Writer {
+                _dir: dir,
+                store,
+                logs,
+                wal,
+            }
+        }
+    }
+
     fn on_disk(logs: &Path) -> String {
         segments(logs)
             .iter()
@@ -775,22 +799,19 @@ mod writer_tests {
 
     #[tokio::test]
     async fn an_acknowledged_record_is_written_by_its_caller_and_takes_the_buffered_ones_along() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db.redb")).unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let wal = start(&logs, store.clone(), WalSync::Batched, 1, apply_facts).unwrap();
+        let w = Writer::new();
+        let (store, logs, wal) = (&w.store, &w.logs, &w.wal);
 
         assert!(wal
             .append(1, vec![usage(1, "held")], Durability::Buffered)
             .unwrap()
             .is_none());
-        assert_eq!(on_disk(&logs), "", "a buffered record waits");
+        assert_eq!(on_disk(logs), "", "a buffered record waits");
         assert!(wal
             .append(2, vec![usage(2, "settled")], Durability::Written)
             .unwrap()
             .is_none());
-        let text = on_disk(&logs);
+        let text = on_disk(logs);
         assert_eq!(text.lines().count(), 2, "both are in the file: {text}");
         assert!(text.starts_with("{\"seq\":1,"));
 
@@ -799,7 +820,7 @@ mod writer_tests {
             .unwrap()
             .expect("a synced record hands back its fsync");
         synced.wait().await.unwrap();
-        assert_eq!(on_disk(&logs).lines().count(), 3);
+        assert_eq!(on_disk(logs).lines().count(), 3);
 
         wal.checkpoint().await.unwrap();
         let rows: Vec<String> = store
@@ -813,11 +834,8 @@ mod writer_tests {
 
     #[tokio::test]
     async fn a_checkpointed_segment_is_closed_and_deleted_so_the_log_stays_small() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db.redb")).unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let wal = start(&logs, store.clone(), WalSync::Batched, 1, apply_facts).unwrap();
+        let w = Writer::new();
+        let (store, logs, wal) = (&w.store, &w.logs, &w.wal);
         let bytes = |logs: &Path| -> u64 {
             segments(logs)
                 .iter()
@@ -832,9 +850,9 @@ mod writer_tests {
             if seq % 2_000 == 0 {
                 wal.checkpoint().await.unwrap();
                 assert!(
-                    bytes(&logs) <= 2 * CHECKPOINTED_SEGMENT_BYTES,
+                    bytes(logs) <= 2 * CHECKPOINTED_SEGMENT_BYTES,
                     "{} bytes of log after a checkpoint",
-                    bytes(&logs)
+                    bytes(logs)
                 );
             }
         }
@@ -842,17 +860,14 @@ mod writer_tests {
         // Every record reached redb, the log written before is gone.
         assert_eq!(store.last_usage_seq().unwrap(), 12_000);
         assert_eq!(store.usage(None, None, usize::MAX).unwrap().len(), 12_000);
-        assert_eq!(segments(&logs).len(), 1);
-        assert!(bytes(&logs) < CHECKPOINTED_SEGMENT_BYTES);
+        assert_eq!(segments(logs).len(), 1);
+        assert!(bytes(logs) < CHECKPOINTED_SEGMENT_BYTES);
     }
 
     #[tokio::test]
     async fn the_parked_fsync_thread_wakes_for_a_write_and_syncs_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db.redb")).unwrap();
-        let logs = dir.path().join("logs");
-        std::fs::create_dir_all(&logs).unwrap();
-        let wal = start(&logs, store, WalSync::Batched, 1, apply_facts).unwrap();
+        let w = Writer::new();
+        let wal = &w.wal;
         for seq in 1..=3u64 {
             wal.append(seq, vec![usage(seq, "m")], Durability::Written)
                 .unwrap();
