@@ -185,9 +185,9 @@ struct LedgerWire<'a> {
     charged: Option<Quota>,
 }
 
-#[cfg(test)]
-fn with_version<T: Serialize>(wire: &T) -> Vec<u8> {
-    let mut out = vec![V1];
+/// A value: its version byte, then `wire` in postcard.
+fn with_version<T: Serialize>(version: u8, wire: &T) -> Vec<u8> {
+    let mut out = vec![version];
     // Serialising plain structs into a vector cannot fail.
     if let Ok(body) = postcard::to_allocvec(wire) {
         out.extend_from_slice(&body);
@@ -206,15 +206,18 @@ fn corrupt(table: &'static str, detail: impl ToString) -> StoreError {
 /// wrote it (tests write old databases with it).
 #[cfg(test)]
 pub(crate) fn encode_usage(u: &UsageRecord) -> Vec<u8> {
-    with_version(&UsageWire {
-        at: u.at,
-        request_id: Id::pack(&u.request_id),
-        account_id: Id::pack(&u.account_id),
-        token_id: u.token_id.as_deref().map(Id::pack),
-        model: Cow::Borrowed(&u.model),
-        channel: u.channel.as_deref().map(Cow::Borrowed),
-        figures: FiguresWire::of(u),
-    })
+    with_version(
+        V1,
+        &UsageWire {
+            at: u.at,
+            request_id: Id::pack(&u.request_id),
+            account_id: Id::pack(&u.account_id),
+            token_id: u.token_id.as_deref().map(Id::pack),
+            model: Cow::Borrowed(&u.model),
+            channel: u.channel.as_deref().map(Cow::Borrowed),
+            figures: FiguresWire::of(u),
+        },
+    )
 }
 
 /// Reads a usage row an older version stored under `seq`, binary or JSON.
@@ -246,14 +249,17 @@ pub(crate) fn decode_usage(seq: u64, bytes: &[u8]) -> Result<UsageRecord, StoreE
 /// blocks wrote it.
 #[cfg(test)]
 pub(crate) fn encode_ledger(e: &LedgerEntry) -> Vec<u8> {
-    with_version(&LedgerWire {
-        kind: e.kind,
-        amount: e.amount,
-        balance_after: e.balance_after,
-        reference: Id::pack(&e.reference),
-        at: e.at,
-        charged: e.charged,
-    })
+    with_version(
+        V1,
+        &LedgerWire {
+            kind: e.kind,
+            amount: e.amount,
+            balance_after: e.balance_after,
+            reference: Id::pack(&e.reference),
+            at: e.at,
+            charged: e.charged,
+        },
+    )
 }
 
 /// Reads a ledger entry an older version stored under `seq`, binary or
@@ -347,15 +353,6 @@ struct LedgerRowWire<'a> {
     charged: Option<Quota>,
 }
 
-fn block_bytes<T: Serialize>(wire: &T) -> Vec<u8> {
-    let mut out = vec![V2_BLOCK];
-    // Serialising plain structs into a vector cannot fail.
-    if let Ok(body) = postcard::to_allocvec(wire) {
-        out.extend_from_slice(&body);
-    }
-    out
-}
-
 fn block_body<'b>(table: &'static str, bytes: &'b [u8]) -> Result<&'b [u8], StoreError> {
     match bytes.split_first() {
         Some((&V2_BLOCK, body)) => Ok(body),
@@ -387,11 +384,14 @@ pub(crate) fn encode_usage_block(first_seq: u64, rows: &[UsageRecord]) -> Vec<u8
         });
         (seq, at) = (u.seq, u.at);
     }
-    block_bytes(&UsageBlockWire {
-        tokens: dict.tokens.into_iter().map(Id::pack).collect(),
-        names: dict.names.into_iter().map(Cow::Borrowed).collect(),
-        rows: wire_rows,
-    })
+    with_version(
+        V2_BLOCK,
+        &UsageBlockWire {
+            tokens: dict.tokens.into_iter().map(Id::pack).collect(),
+            names: dict.names.into_iter().map(Cow::Borrowed).collect(),
+            rows: wire_rows,
+        },
+    )
 }
 
 /// Reads a block of `account_id`'s usage rows stored under `first_seq`.
@@ -460,7 +460,7 @@ pub(crate) fn encode_ledger_block(first_seq: u64, entries: &[LedgerEntry]) -> Ve
         });
         (seq, at) = (e.seq, e.at);
     }
-    block_bytes(&LedgerBlockWire { rows })
+    with_version(V2_BLOCK, &LedgerBlockWire { rows })
 }
 
 /// Reads a block of ledger entries stored under `first_seq`.
