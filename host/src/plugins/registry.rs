@@ -199,9 +199,12 @@ fn engine_key(sandbox: &Sandbox) -> String {
 }
 
 /// Compiles a component, or loads its cached native code (no cache: just
-/// compiles).
+/// compiles). A cache miss compiles on a throwaway engine from
+/// `compiler` ([`Sandbox::compiler`]), so the compiler's memory goes when
+/// the compiling is done.
 fn compile(
     engine: &wasmtime::Engine,
+    compiler: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
     engine_key: &str,
     cache_dir: Option<&Path>,
     bytes: &[u8],
@@ -223,7 +226,7 @@ fn compile(
             ),
         }
     }
-    let native = engine.precompile_component(bytes)?;
+    let native = compiler()?.precompile_component(bytes)?;
     std::fs::create_dir_all(cache_dir)?;
     let tmp = cache_dir.join(format!(".{sha}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, &native)?;
@@ -317,16 +320,19 @@ async fn load_one(
     let sha = hex::encode(Sha256::digest(&bytes));
     let component = {
         // Compilation is seconds of CPU; keep it off the async workers.
-        let (engine, key, cache, sha) = (
+        let (engine, compiler, key, cache, sha) = (
             sandbox.engine.clone(),
+            sandbox.compiler(),
             engine_key(sandbox),
             cache_dir.map(Path::to_path_buf),
             sha.clone(),
         );
-        tokio::task::spawn_blocking(move || compile(&engine, &key, cache.as_deref(), &bytes, &sha))
-            .await
-            .map_err(|e| format!("compilation aborted: {e}"))?
-            .map_err(|e| format!("not a valid component: {e:#}"))?
+        tokio::task::spawn_blocking(move || {
+            compile(&engine, compiler, &key, cache.as_deref(), &bytes, &sha)
+        })
+        .await
+        .map_err(|e| format!("compilation aborted: {e}"))?
+        .map_err(|e| format!("not a valid component: {e:#}"))?
     };
     let kind = detect_kind(sandbox, &component)?;
     let pre = sandbox
