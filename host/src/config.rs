@@ -48,6 +48,10 @@ struct RawConfig {
     policies_dir: Option<PathBuf>,
     #[serde(default)]
     trusted_proxies: Vec<String>,
+    /// Threads of the async runtime that serves every request; absent: one
+    /// per core.
+    #[serde(default)]
+    worker_threads: Option<u64>,
     admin: RawAdmin,
     #[serde(default)]
     limits: RawLimits,
@@ -483,6 +487,9 @@ pub struct Config {
     pub adapters_dir: PathBuf,
     pub policies_dir: Option<PathBuf>,
     pub trusted_proxies: Vec<IpNet>,
+    /// Threads of the async runtime (`main` builds it); `None`: one per
+    /// core. See `gateway.example.toml` for when fewer serve better.
+    pub worker_threads: Option<usize>,
     pub admin: AdminConfig,
     pub limits: LimitsConfig,
     pub plugins: PluginConfig,
@@ -776,6 +783,7 @@ impl Config {
             "trusted_proxies",
             self.trusted_proxies != new.trusted_proxies,
         );
+        differ("worker_threads", self.worker_threads != new.worker_threads);
         differ("[admin]", self.admin != new.admin);
         differ("[limits]", self.limits != new.limits);
         differ("[plugins]", self.plugins != new.plugins);
@@ -1147,6 +1155,10 @@ fn resolve(
         adapters_dir: abs(&raw.adapters_dir),
         policies_dir: raw.policies_dir.as_deref().map(abs),
         trusted_proxies,
+        worker_threads: raw
+            .worker_threads
+            .map(|n| within("worker_threads", n, 1, 1024).map(|n| n as usize))
+            .transpose()?,
         admin: AdminConfig {
             listen: admin_listen,
             key: admin_key,
@@ -1330,6 +1342,17 @@ model_map = { m1 = "upstream-m1" }
         assert_eq!(c.channels[0].upstream_model("m1"), "upstream-m1");
         assert_eq!(c.trial_credit, 2_500_000);
         assert_eq!(c.limits.rate_limit_requests, 360);
+        assert_eq!(c.worker_threads, None, "one runtime thread per core");
+    }
+
+    #[test]
+    fn worker_threads_are_a_count_from_1_to_1024() {
+        let with =
+            |n: &str| MINIMAL.replacen("data_dir", &format!("worker_threads = {n}\ndata_dir"), 1);
+        let c = Config::from_toml(&with("1"), Path::new("/cfg"), &env).unwrap();
+        assert_eq!(c.worker_threads, Some(1));
+        assert!(err_of(&with("0")).contains("worker_threads"));
+        assert!(err_of(&with("1025")).contains("worker_threads"));
     }
 
     #[test]

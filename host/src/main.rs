@@ -126,7 +126,12 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let rt = match tokio::runtime::Runtime::new() {
+            let mut rt = tokio::runtime::Builder::new_multi_thread();
+            rt.enable_all();
+            if let Some(n) = config.worker_threads {
+                rt.worker_threads(n);
+            }
+            let rt = match rt.build() {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("error: cannot start the async runtime: {e}");

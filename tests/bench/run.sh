@@ -31,6 +31,11 @@
 #   BENCH_CONCURRENCY         connections of the non-streamed runs (default "1 32")
 #   BENCH_CROSS               0 skips the cross-protocol cell (Anthropic client,
 #                             OpenAI vendor)
+#   BENCH_WORKERS             threads of the gateway's runtime (`worker_threads`)
+#                             and nginx's `worker_processes` (default 1: the
+#                             load generator and the mock need the other core
+#                             of a 2-core machine; "auto" gives both one per
+#                             core)
 #   BENCH_NGINX               0 skips the nginx hop; otherwise nginx comes from
 #                             PATH or /usr/sbin, else `apt-get install nginx`
 #                             (as root, or with sudo -n)
@@ -57,6 +62,7 @@ WARMUP="${BENCH_WARMUP:-2}"
 CONCURRENCY="${BENCH_CONCURRENCY:-1 32}"
 CROSS="${BENCH_CROSS:-1}"
 USE_NGINX="${BENCH_NGINX:-1}"
+WORKERS="${BENCH_WORKERS:-1}"
 STREAM="${BENCH_STREAM:-1}"
 STREAM_CONCURRENCY="${BENCH_STREAM_CONCURRENCY:-32}"
 QUIET="${BENCH_QUIET:-10}"
@@ -95,6 +101,10 @@ for c in $CONCURRENCY; do
     ((c <= 1024)) || die "BENCH_CONCURRENCY is at most 1024 each, got $c"
 done
 positive BENCH_STREAM_CONCURRENCY "$STREAM_CONCURRENCY"
+if [[ "$WORKERS" != auto ]]; then
+    positive BENCH_WORKERS "$WORKERS"
+    ((WORKERS <= 1024)) || die "BENCH_WORKERS is at most 1024, or auto"
+fi
 ((STREAM_CONCURRENCY <= 1024)) || die "BENCH_STREAM_CONCURRENCY is at most 1024"
 up_to() {
     if ! is_uint "$2" || (($2 > $3)); then
@@ -122,7 +132,7 @@ command -v python3 >/dev/null || die "python3 is required"
 
 # The command as typed, for the report (the knobs given, then how it ran).
 COMMAND=""
-for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_CROSS BENCH_NGINX BENCH_STREAM \
+for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_WORKERS BENCH_CROSS BENCH_NGINX BENCH_STREAM \
     BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK; do
     if [[ -n "${!knob+set}" ]]; then
         COMMAND+="$knob=$(printf '%q' "${!knob}") "
@@ -268,6 +278,10 @@ SIM_URL=$(sed -E 's|.*listening on (http://[0-9.:]+).*|\1|' <<<"$line")
 DATA_DIR="$TMP/data"
 CONFIG="$TMP/gateway.toml"
 {
+    # A top-level key, so before the template's first table.
+    if [[ "$WORKERS" != auto ]]; then
+        printf 'worker_threads = %s\n' "$WORKERS"
+    fi
     sed -E \
         -e 's|^listen = "[^"]*"|listen = "127.0.0.1:0"|' \
         -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+(/v1)?\"|base_url = \"$SIM_URL\1\"|" \
@@ -307,7 +321,8 @@ with urllib.request.urlopen(req, timeout=2) as r:
 PY
 }
 
-# nginx: `worker_processes auto` (one per core), the mock as a keep-alive
+# nginx: `worker_processes` BENCH_WORKERS (as many as the gateway's runtime
+# threads), the mock as a keep-alive
 # upstream, a loopback port picked free just before (retried if taken
 # meanwhile), no access log, everything it writes in the temp folder.
 NGINX_URL=""
@@ -324,7 +339,7 @@ start_nginx() {
         port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
         cat >"$dir/nginx.conf" <<EOF
 $user
-worker_processes auto;
+worker_processes $WORKERS;
 daemon off;
 pid $dir/nginx.pid;
 error_log $NGINX_LOG warn;
@@ -383,6 +398,7 @@ if [[ "$USE_NGINX" == 1 ]]; then
 fi
 
 say "mock $SIM_URL, gateway $GW_URL${NGINX_URL:+, nginx $NGINX_URL (pids $NGINX_PIDS)}"
+say "workers: $WORKERS (gateway runtime threads, nginx worker processes)"
 say "${DURATION}s per run after ${WARMUP}s warm-up; concurrency: $CONCURRENCY; $(nproc 2>/dev/null || echo '?') cores shared by all"
 
 # --- measuring helpers -----------------------------------------------------------
@@ -515,7 +531,7 @@ NGINX_VERSION=""
 if [[ -n "$NGINX_URL" ]]; then
     NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | head -n 1 || true)
 fi
-record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$NGINX_VERSION")"
+record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "$NGINX_VERSION")"
 
 checkpoint
 RSS_IDLE=$(rss_kib "$GW_PID")
