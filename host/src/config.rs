@@ -697,6 +697,8 @@ pub struct ChannelConfig {
     pub adapter: String,
     /// Without a trailing slash; adapters append paths that start with `/`.
     pub base_url: String,
+    /// `base_url` parsed, once, for `relay::upstream::url`.
+    pub base: reqwest::Url,
     /// The resolved secret; never logged, never shown to guests.
     pub key: Option<String>,
     pub models: Vec<String>,
@@ -1139,6 +1141,7 @@ fn resolve(
                 .map(|k| secret(&f("key"), k, env))
                 .transpose()?,
             base_url: c.base_url.trim_end_matches('/').to_string(),
+            base: url,
             name: c.name,
             adapter: c.adapter,
             models: c.models,

@@ -348,6 +348,7 @@ mod tests {
             name: name.into(),
             adapter: "openai".into(),
             base_url: "http://127.0.0.1:9".into(),
+            base: reqwest::Url::parse("http://127.0.0.1:9").unwrap(),
             key: None,
             models: vec!["m".into()],
             model_map: HashMap::new(),

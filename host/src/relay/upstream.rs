@@ -16,9 +16,32 @@ pub enum SendError {
     Transport(String),
 }
 
-/// The full URL for a guest-chosen path under the channel's base URL.
-pub fn url(channel: &ChannelConfig, path: &str) -> String {
-    format!("{}{}", channel.base_url, path)
+/// The full URL for a guest-chosen path (checked by `plugins::session`: it
+/// starts with one `/`) under the channel's base URL: the URL that
+/// `base_url` followed by `path` spells.
+///
+/// Built from the base parsed at start-up, so a call parses only its own
+/// path and query, not the scheme and host again (whose IDNA processing
+/// was most of a whole parse). A base with its own query or fragment, or a
+/// path with a fragment, is parsed whole as before.
+pub fn url(channel: &ChannelConfig, path: &str) -> Result<reqwest::Url, ApiError> {
+    let base = &channel.base;
+    if base.query().is_some() || base.fragment().is_some() || path.contains('#') {
+        let whole = format!("{}{}", channel.base_url, path);
+        return reqwest::Url::parse(&whole)
+            .map_err(|e| ApiError::Adapter(format!("the upstream URL is not valid: {e}")));
+    }
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
+    let mut url = base.clone();
+    let mut full = String::with_capacity(base.path().len() + path.len());
+    full.push_str(base.path().trim_end_matches('/'));
+    full.push_str(path);
+    url.set_path(&full);
+    url.set_query(query);
+    Ok(url)
 }
 
 /// What the client sent, for an adapter that asks for it as it is: the
@@ -51,7 +74,7 @@ pub fn build(
         req.headers.remove(reqwest::header::CONTENT_TYPE);
     }
     let mut b = http
-        .request(req.method, url(channel, &req.path))
+        .request(req.method, url(channel, &req.path)?)
         .headers(req.headers);
     if let Some(key) = &channel.key {
         b = match auth {
@@ -122,4 +145,57 @@ pub fn describe(e: &reqwest::Error) -> String {
         src = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(base_url: &str) -> ChannelConfig {
+        ChannelConfig {
+            name: "c".into(),
+            adapter: "openai".into(),
+            base_url: base_url.trim_end_matches('/').into(),
+            base: reqwest::Url::parse(base_url).unwrap(),
+            key: None,
+            models: vec![],
+            model_map: Default::default(),
+            options: vec![],
+            priority: 0,
+            weight: 1,
+        }
+    }
+
+    #[test]
+    fn the_url_is_the_one_base_url_and_path_spell() {
+        let bases = [
+            "http://127.0.0.1:9",
+            "http://127.0.0.1:9/",
+            "http://127.0.0.1:9/v1",
+            "https://api.example.com/v1/",
+            "https://xn--bcher-kva.example/v1beta",
+            "https://B\u{fc}cher.example/openai/v1",
+            "http://[::1]:8080/a/b",
+            "https://h.example/v1?api-version=2024-10-21",
+            "https://h.example/base%20dir",
+        ];
+        let paths = [
+            "/chat/completions",
+            "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            "/a%2Fb/c?x=1&y=%20z",
+            "/with space?q=a b",
+            "/v1/../x",
+            "/frag#ment",
+            "/",
+            "/q?",
+        ];
+        for base in bases {
+            let channel = channel(base);
+            for path in paths {
+                let expected =
+                    reqwest::Url::parse(&format!("{}{}", channel.base_url, path)).unwrap();
+                assert_eq!(url(&channel, path).unwrap(), expected, "{base} + {path}");
+            }
+        }
+    }
 }
