@@ -1,3 +1,6 @@
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::canonical::Usage;
@@ -15,19 +18,68 @@ pub struct FinishedResponse {
 
 /// Renames the model back to the client's name and fills in the usage
 /// details clients expect (spec §2.8).
+///
+/// Only `model` and `usage` change, so only they are parsed: the other
+/// top-level members (the choices, with all their text) are checked as
+/// JSON and copied as the vendor wrote them, rather than built into a tree
+/// and written out again, which was most of a passthrough answer's guest
+/// time. Members come out in key order, as from a parsed object. A body
+/// that is not a JSON object takes the whole parse, for its error message.
 pub fn finish_response(
     body: &[u8],
     client_model: &str,
 ) -> Result<FinishedResponse, TranslateError> {
-    let mut value = parse_upstream_object(body)?;
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) else {
+        return finish_parsed(body, client_model);
+    };
     // Some OpenAI-compatible vendors answer 200 with an error body; passing
     // it on as a success would bill nothing and confuse the client.
+    if members.get("error").is_some_and(|e| e.get() != "null") && !members.contains_key("choices") {
+        return Err(vendor_error(body));
+    }
+    let Some(model) = raw(&Value::from(client_model)) else {
+        return finish_parsed(body, client_model);
+    };
+    members.insert("model".to_owned(), &model);
+    let mut usage = None;
+    let usage_raw;
+    if let Some(Value::Object(object)) = members
+        .get("usage")
+        .and_then(|u| serde_json::from_str::<Value>(u.get()).ok())
+    {
+        let mut value = Value::Object(object);
+        ensure_usage_details(&mut value);
+        let Some(text) = raw(&value) else {
+            return finish_parsed(body, client_model);
+        };
+        usage = parse_usage(&value);
+        usage_raw = text;
+        members.insert("usage".to_owned(), &usage_raw);
+    }
+    Ok(FinishedResponse {
+        body: serde_json::to_vec(&members).unwrap_or_default(),
+        usage,
+    })
+}
+
+/// A value as raw JSON text (writing a `Value` does not fail in practice).
+fn raw(value: &Value) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(value).ok()
+}
+
+fn vendor_error(body: &[u8]) -> TranslateError {
+    let vendor = read_vendor_error(body);
+    TranslateError::upstream(format!(
+        "vendor answered success with an error: {}",
+        vendor.message
+    ))
+}
+
+/// [`finish_response`] over the whole parsed body.
+fn finish_parsed(body: &[u8], client_model: &str) -> Result<FinishedResponse, TranslateError> {
+    let mut value = parse_upstream_object(body)?;
     if value.get("error").is_some_and(|e| !e.is_null()) && value.get("choices").is_none() {
-        let vendor = read_vendor_error(body);
-        return Err(TranslateError::upstream(format!(
-            "vendor answered success with an error: {}",
-            vendor.message
-        )));
+        return Err(vendor_error(body));
     }
     set_model(&mut value, client_model);
     let usage = match value.get_mut("usage") {
@@ -79,6 +131,48 @@ mod tests {
                 reasoning_tokens: 0,
             })
         );
+    }
+
+    #[test]
+    fn the_spliced_answer_is_the_parsed_one_with_the_vendors_own_text() {
+        let bodies = [
+            r#"{"id":"x","object":"chat.completion","created":1700000000,"model":"up",
+               "choices":[{"index":0,"message":{"role":"assistant","content":"caf\u00e9 \"q\""},
+               "logprobs":{"content":[{"token":"a","logprob":-1e-4}]},"finish_reason":"stop"}],
+               "usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,
+                        "prompt_tokens_details":{"cached_tokens":4}},
+               "system_fingerprint":null}"#,
+            r#"{"choices":[],"usage":null}"#,
+            r#"{"choices":[],"usage":"n/a","model":"m"}"#,
+            r#"{"error":null,"choices":[{"index":0}],"a":1,"a":2}"#,
+            r#"  {"b":[1,2,{"c":{}}],"\u006dodel":"escaped key"}  "#,
+        ];
+        for body in bodies {
+            let spliced = finish_response(body.as_bytes(), "client").unwrap();
+            let parsed = finish_parsed(body.as_bytes(), "client").unwrap();
+            assert_eq!(spliced.usage, parsed.usage, "{body}");
+            let a: Value = serde_json::from_slice(&spliced.body).unwrap();
+            let b: Value = serde_json::from_slice(&parsed.body).unwrap();
+            assert_eq!(a, b, "{body}");
+        }
+        // The vendor's own spelling of a number survives (a re-serialised
+        // tree would write -0.0001).
+        let spliced = finish_response(bodies[0].as_bytes(), "client").unwrap();
+        assert!(String::from_utf8(spliced.body).unwrap().contains("-1e-4"));
+    }
+
+    #[test]
+    fn what_is_not_an_object_fails_as_before() {
+        for body in ["[1]", "nope", r#"{"a":1"#, ""] {
+            assert_eq!(
+                finish_response(body.as_bytes(), "c")
+                    .unwrap_err()
+                    .to_string(),
+                finish_parsed(body.as_bytes(), "c").unwrap_err().to_string()
+            );
+        }
+        let refused = finish_response(br#"{"error":{"message":"no quota"}}"#, "c").unwrap_err();
+        assert!(refused.to_string().contains("no quota"), "{refused}");
     }
 
     #[test]
