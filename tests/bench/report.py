@@ -263,6 +263,12 @@ def print_report(path):
         print(f"gateway resident memory (VmRSS): idle {num(mib(mem['rss_idle_kib']))} MiB; "
               f"after the load {num(mib(mem['rss_after_load_kib']))} MiB; "
               f"after {mem['quiet_s']} s quiet {num(mib(mem['rss_after_quiet_kib']))} MiB")
+        if "anon_idle_kib" in mem:
+            print(f"  of which private (RssAnon): idle {num(mib(mem['anon_idle_kib']))} MiB; "
+                  f"after the load {num(mib(mem['anon_after_load_kib']))} MiB; "
+                  f"after the quiet spell {num(mib(mem['anon_after_quiet_kib']))} MiB. The rest maps"
+                  " files: the binary's code, the compiled adapters, libraries (shared with the"
+                  " page cache)")
 
     st = by.get("storage")
     calls = sum(r.get("requests", 0) - r.get("errors", 0) + r.get("warmup_ok", 0)

@@ -248,10 +248,12 @@ children_of() {
     done
 }
 
-# Resident memory of pid $1 in KiB (VmRSS).
+# Resident memory of pid $1 in KiB: VmRSS, or the field named $2 of
+# /proc/PID/status (RssAnon: the process's private memory; the rest of
+# VmRSS maps files, above all the binary's own code).
 rss_kib() {
     local kib
-    kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null) || true
+    kib=$(awk -v f="^${2:-VmRSS}:" '$0 ~ f { print $2 }' "/proc/$1/status" 2>/dev/null) || true
     printf '%s\n' "${kib:-0}"
 }
 
@@ -535,6 +537,7 @@ record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "$NGINX_VERSIO
 
 checkpoint
 RSS_IDLE=$(rss_kib "$GW_PID")
+ANON_IDLE=$(rss_kib "$GW_PID" RssAnon)
 read -r DATA_BEFORE WAL_BEFORE _ <<<"$(data_bytes)"
 
 for c in $CONCURRENCY; do
@@ -567,12 +570,14 @@ if [[ "$STREAM" == 1 ]]; then
 fi
 
 RSS_LOADED=$(rss_kib "$GW_PID")
+ANON_LOADED=$(rss_kib "$GW_PID" RssAnon)
 if ((QUIET > 0)); then
     say "${QUIET}s without load ..."
     sleep "$QUIET"
 fi
 RSS_QUIET=$(rss_kib "$GW_PID")
-record "{\"label\":\"memory\",\"rss_idle_kib\":$RSS_IDLE,\"rss_after_load_kib\":$RSS_LOADED,\"rss_after_quiet_kib\":$RSS_QUIET,\"quiet_s\":$QUIET}"
+ANON_QUIET=$(rss_kib "$GW_PID" RssAnon)
+record "{\"label\":\"memory\",\"rss_idle_kib\":$RSS_IDLE,\"rss_after_load_kib\":$RSS_LOADED,\"rss_after_quiet_kib\":$RSS_QUIET,\"anon_idle_kib\":$ANON_IDLE,\"anon_after_load_kib\":$ANON_LOADED,\"anon_after_quiet_kib\":$ANON_QUIET,\"quiet_s\":$QUIET}"
 
 if ((SOAK > 0)); then
     say "soak: ${SOAK}s at $SOAK_CONCURRENCY connections through the gateway, memory every ${SOAK_EVERY}s ..."
