@@ -205,11 +205,12 @@ impl Sandbox {
         // the fiber stack its calls ran on) go back to the OS, in batches of
         // 64 slots (one madvise pass each), rather than being reset with
         // memset and kept resident. Keeping them saved a little CPU only
-        // where instances end often, which warm instances make rare (one
-        // runtime thread runs one guest call at a time), and it kept the
-        // pages of every slot a burst had used for good (some 380 KiB a
-        // slot): private memory grew by about 22 MiB over 32 connections
-        // and 32 streams at once, against 7 MiB now.
+        // where instances end often, which warm instances make rare (a
+        // guest call is short, so few are in use at once outside streams),
+        // and it kept the pages of every slot a burst had used for good
+        // (some 380 KiB a slot): private memory grew by about 22 MiB over
+        // 32 connections and 32 streams at once, against 7 MiB now. Up to
+        // a batch of finished slots may wait for their madvise.
         pool.linear_memory_keep_resident(0);
         pool.table_keep_resident(0);
         pool.async_stack_keep_resident(0);
