@@ -192,9 +192,10 @@ pub(crate) fn scan(dirs: &[&Path]) -> Vec<Scanned> {
     out
 }
 
-fn engine_key(sandbox: &Sandbox) -> String {
+/// The cache key part that says which engine settings compiled an entry.
+pub(crate) fn engine_key(engine: &wasmtime::Engine) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    sandbox.engine.precompile_compatibility_hash().hash(&mut h);
+    engine.precompile_compatibility_hash().hash(&mut h);
     format!("{:016x}", h.finish())
 }
 
@@ -323,7 +324,7 @@ async fn load_one(
         let (engine, compiler, key, cache, sha) = (
             sandbox.engine.clone(),
             sandbox.compiler(),
-            engine_key(sandbox),
+            engine_key(&sandbox.engine),
             cache_dir.map(Path::to_path_buf),
             sha.clone(),
         );

@@ -530,13 +530,9 @@ mod tests {
     fn code_compiled_by_a_throwaway_compiler_loads_into_the_sandbox() {
         let sb = sandbox(64, 2);
         let compiler = (sb.compiler())().unwrap();
-        let mut a = std::collections::hash_map::DefaultHasher::new();
-        let mut b = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&compiler.precompile_compatibility_hash(), &mut a);
-        std::hash::Hash::hash(&sb.engine.precompile_compatibility_hash(), &mut b);
         assert_eq!(
-            std::hash::Hasher::finish(&a),
-            std::hash::Hasher::finish(&b),
+            crate::plugins::registry::engine_key(&compiler),
+            crate::plugins::registry::engine_key(&sb.engine),
             "the cache key would differ"
         );
         // A component with one exported function, compiled by one engine and
