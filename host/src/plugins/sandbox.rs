@@ -158,6 +158,13 @@ impl log::Host for GuestState {
 fn compile_config() -> wasmtime::Config {
     let mut cfg = wasmtime::Config::new();
     cfg.wasm_component_model(true);
+    // The 0.2 contract is synchronous: no export is lifted async and no
+    // import is a component-model future or stream. With concurrency
+    // support on (wasmtime's default) every call would still go through
+    // the concurrent task machinery (a task record, a waitable set) instead
+    // of straight onto the fiber; off, a component that does use those
+    // features fails to compile, with wasmtime's message, when it loads.
+    cfg.concurrency_support(false);
     cfg.epoch_interruption(true);
     cfg.max_wasm_stack(256 * 1024);
     cfg.async_stack_size(512 * 1024);
