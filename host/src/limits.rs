@@ -1,43 +1,122 @@
 //! Request-rate and concurrency limits, and which address a request counts
 //! against.
 //!
-//! The rate limit is an exact sliding window: the gateway remembers when each
-//! of an address's last `limit` accepted requests arrived, so the
-//! `limit + 1`-th inside any window of `window` seconds is refused — no
-//! bucket-boundary bursts. Refused requests are not counted.
+//! The rate limit is a sliding window kept in [`SLICES`] slices: each
+//! address has a count per slice of `window / SLICES`, and a request is
+//! refused while the slices that can hold a request of the last `window`
+//! (the current one, the [`SLICES`] before it) hold `limit` accepted ones.
+//! So no window of `window` seconds ever holds more than `limit` accepted
+//! requests (no bucket-boundary bursts), and an address costs the same
+//! few hundred bytes whatever the limit (a log of every accepted request's
+//! time, as this was before, cost 8 bytes per request in the window: some
+//! 13 MiB for one busy address at a high limit). The price: a request
+//! counts for up to one slice longer than the window (2.8 s of 180 s), so
+//! the `limit + 1`-th is refused, and a refused client may wait, up to a
+//! slice longer than an exact log would make it. Refused requests are not
+//! counted.
 
 use crate::clock::SharedClock;
 use axum::http::HeaderMap;
 use ipnet::IpNet;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 const SHARDS: usize = 16;
 
+/// How many slices a window is cut into (see the module doc).
+pub const SLICES: usize = 64;
+
+/// Slots of an address's ring: the current slice and the [`SLICES`] before
+/// it, which together cover any window that ends in the current slice.
+const RING: usize = SLICES + 1;
+
 pub struct RateLimiter {
-    limit: usize,
-    window_ms: i64,
+    limit: u32,
+    /// A slice's length: the window over [`SLICES`], rounded up, so that
+    /// [`SLICES`] slices are never shorter than the window.
+    slice_ms: i64,
     clock: SharedClock,
-    shards: Vec<Mutex<HashMap<IpAddr, VecDeque<i64>>>>,
+    shards: Vec<Mutex<HashMap<IpAddr, Slices>>>,
 }
 
-/// Refusal: seconds until the oldest counted request leaves the window.
+/// One address's accepted requests per slice.
+struct Slices {
+    /// The newest slice counted into (a slice number: time / slice length).
+    newest: i64,
+    /// Counts by slice number modulo [`RING`]; slots older than
+    /// `newest - SLICES` are zero.
+    counts: [u32; RING],
+    /// The sum of `counts`.
+    total: u32,
+}
+
+impl Slices {
+    fn new(now: i64) -> Slices {
+        Slices {
+            newest: now,
+            counts: [0; RING],
+            total: 0,
+        }
+    }
+
+    fn slot(slice: i64) -> usize {
+        slice.rem_euclid(RING as i64) as usize
+    }
+
+    /// Moves the ring forward to `slice`, forgetting slices that no window
+    /// ending in it can hold. A clock that stepped back counts into the
+    /// newest slice.
+    fn advance(&mut self, slice: i64) {
+        if slice <= self.newest {
+            return;
+        }
+        if slice - self.newest >= RING as i64 {
+            self.counts = [0; RING];
+            self.total = 0;
+        } else {
+            for s in self.newest + 1..=slice {
+                let slot = Slices::slot(s);
+                self.total -= self.counts[slot];
+                self.counts[slot] = 0;
+            }
+        }
+        self.newest = slice;
+    }
+
+    /// The first slice number at which fewer than `limit` are counted, if
+    /// no further request is accepted.
+    fn frees_at(&self, limit: u32) -> i64 {
+        let mut left = self.total;
+        let oldest = self.newest - SLICES as i64;
+        for s in oldest..=self.newest {
+            left -= self.counts[Slices::slot(s)];
+            if left < limit {
+                // Slice `s` stops counting once the ring has moved RING past it.
+                return s + RING as i64;
+            }
+        }
+        self.newest + RING as i64
+    }
+}
+
+/// Refusal: seconds until enough counted requests leave the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAfter(pub u64);
 
 impl RateLimiter {
     pub fn new(limit: u32, window: std::time::Duration, clock: SharedClock) -> Self {
+        let window_ms = (window.as_millis() as i64).max(1);
         Self {
-            limit: limit as usize,
-            window_ms: window.as_millis() as i64,
+            limit,
+            slice_ms: (window_ms + SLICES as i64 - 1) / SLICES as i64,
             clock,
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
         }
     }
 
-    fn shard(&self, ip: &IpAddr) -> &Mutex<HashMap<IpAddr, VecDeque<i64>>> {
+    fn shard(&self, ip: &IpAddr) -> &Mutex<HashMap<IpAddr, Slices>> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         ip.hash(&mut h);
@@ -47,27 +126,29 @@ impl RateLimiter {
     /// Counts one request from `ip`, or refuses it.
     pub fn check(&self, ip: IpAddr) -> Result<(), RetryAfter> {
         let now = self.clock.now_ms();
+        let slice = now.div_euclid(self.slice_ms);
         let mut map = self.shard(&ip).lock().unwrap_or_else(|p| p.into_inner());
-        let log = map.entry(ip).or_default();
-        while log.front().is_some_and(|t| now - *t >= self.window_ms) {
-            log.pop_front();
-        }
-        if log.len() >= self.limit {
-            let oldest = log.front().copied().unwrap_or(now);
-            let wait_ms = (oldest + self.window_ms - now).max(1);
+        let log = map.entry(ip).or_insert_with(|| Slices::new(slice));
+        log.advance(slice);
+        if log.total >= self.limit {
+            let wait_ms = (log.frees_at(self.limit) * self.slice_ms - now).max(1);
             return Err(RetryAfter((wait_ms as u64).div_ceil(1000)));
         }
-        log.push_back(now);
+        log.counts[Slices::slot(log.newest)] += 1;
+        log.total += 1;
         Ok(())
     }
 
     /// Forgets addresses with nothing left in their window (called
     /// periodically so memory follows the active client count).
     pub fn sweep(&self) {
-        let now = self.clock.now_ms();
+        let slice = self.clock.now_ms().div_euclid(self.slice_ms);
         for shard in &self.shards {
             let mut map = shard.lock().unwrap_or_else(|p| p.into_inner());
-            map.retain(|_, log| log.back().is_some_and(|t| now - *t < self.window_ms));
+            map.retain(|_, log| {
+                log.advance(slice);
+                log.total > 0
+            });
         }
     }
 }
@@ -183,7 +264,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn the_361st_request_in_the_window_is_refused_exactly() {
+    fn the_361st_request_in_the_window_is_refused_and_retry_after_says_when() {
         let clock = Arc::new(ManualClock::new(0));
         let rl = RateLimiter::new(360, Duration::from_secs(180), clock.clone());
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
@@ -192,19 +273,120 @@ mod tests {
             assert!(rl.check(ip).is_ok(), "request {}", i + 1);
         }
         clock.set_ms(36_000);
-        // The first request (t=0) leaves the window at t=180 s.
-        assert_eq!(rl.check(ip), Err(RetryAfter(144)));
+        // The first request (t=0, slice 0 of 2,813 ms) stops counting when
+        // slice 65 begins: at 182.845 s, one slice later than an exact log.
+        assert_eq!(rl.check(ip), Err(RetryAfter(147)));
         // Another address is not affected.
         assert!(rl.check("10.0.0.2".parse().unwrap()).is_ok());
-        clock.set_ms(179_999);
+        clock.set_ms(182_844);
         assert!(rl.check(ip).is_err());
-        clock.set_ms(180_000);
-        assert!(rl.check(ip).is_ok());
-        assert!(rl.check(ip).is_err(), "t=0.1 s is still inside the window");
+        clock.set_ms(182_845);
+        // Slice 0 held the 29 requests of its first 2.8 s; they leave together.
+        for i in 0..29 {
+            assert!(rl.check(ip).is_ok(), "freed place {}", i + 1);
+        }
+        assert!(rl.check(ip).is_err(), "t=2.9 s is still counted");
         rl.sweep();
+        assert!(!rl.shards.iter().all(|s| s.lock().unwrap().is_empty()));
         clock.set_ms(1_000_000);
         rl.sweep();
         assert!(rl.shards.iter().all(|s| s.lock().unwrap().is_empty()));
+    }
+
+    /// Random arrivals against an exact log of what was accepted: no window
+    /// ever holds more than the limit; a request is refused only when the
+    /// limit was reached within the window rounded up to slices plus one
+    /// slice; and a client that waits its Retry-After is accepted.
+    #[test]
+    fn never_more_than_the_limit_in_any_window_and_never_refused_much_early() {
+        for (limit, window_ms, seed) in [(5u32, 10_000i64, 1u64), (360, 180_000, 2), (3, 1_000, 3)]
+        {
+            let clock = Arc::new(ManualClock::new(0));
+            let rl = RateLimiter::new(
+                limit,
+                Duration::from_millis(window_ms as u64),
+                clock.clone(),
+            );
+            let ip: IpAddr = "192.0.2.7".parse().unwrap();
+            let counted_ms = RING as i64 * rl.slice_ms;
+            assert!(counted_ms - window_ms < rl.slice_ms + SLICES as i64);
+            let since =
+                |accepted: &[i64], from: i64| accepted.iter().filter(|t| **t > from).count();
+            let mut accepted: Vec<i64> = Vec::new();
+            let (mut now, mut state) = (0i64, seed);
+            // When a refused client may come back, until someone is accepted.
+            let mut retry_at: Option<i64> = None;
+            let mut refusals = 0;
+            for _ in 0..20_000 {
+                // A small linear congruential generator: gaps from 0 to a
+                // twenty-fifth of the window over the limit, so arrivals run
+                // at about twice the limit's pace.
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                now += ((state >> 33) as i64) % (window_ms / 25 / limit as i64 + 2);
+                clock.set_ms(now);
+                match rl.check(ip) {
+                    Ok(()) => {
+                        assert!(
+                            since(&accepted, now - window_ms) < limit as usize,
+                            "over at {now}"
+                        );
+                        accepted.push(now);
+                        retry_at = None;
+                    }
+                    Err(RetryAfter(secs)) => {
+                        refusals += 1;
+                        assert!(
+                            since(&accepted, now - counted_ms) >= limit as usize,
+                            "refused early at {now}"
+                        );
+                        assert!(
+                            retry_at.is_none_or(|t| now < t),
+                            "refused after its Retry-After"
+                        );
+                        let at = now + secs as i64 * 1000;
+                        retry_at = Some(retry_at.map_or(at, |t| t.min(at)));
+                    }
+                }
+            }
+            assert!(
+                refusals > 100 && accepted.len() > 100,
+                "the limit was reached often"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_client_that_waits_its_retry_after_is_accepted() {
+        let clock = Arc::new(ManualClock::new(5_000));
+        let rl = RateLimiter::new(3, Duration::from_secs(60), clock.clone());
+        let ip: IpAddr = "192.0.2.8".parse().unwrap();
+        for t in [5_000, 20_000, 40_000] {
+            clock.set_ms(t);
+            assert!(rl.check(ip).is_ok());
+        }
+        clock.set_ms(41_000);
+        let Err(RetryAfter(secs)) = rl.check(ip) else {
+            panic!("the fourth is refused")
+        };
+        clock.set_ms(41_000 + secs as i64 * 1000 - 1_000);
+        assert!(rl.check(ip).is_err(), "not a whole second early");
+        clock.set_ms(41_000 + secs as i64 * 1000);
+        assert!(rl.check(ip).is_ok());
+    }
+
+    #[test]
+    fn a_clock_that_steps_back_counts_into_the_newest_slice() {
+        let clock = Arc::new(ManualClock::new(100_000));
+        let rl = RateLimiter::new(2, Duration::from_secs(10), clock.clone());
+        let ip: IpAddr = "192.0.2.9".parse().unwrap();
+        assert!(rl.check(ip).is_ok());
+        clock.set_ms(50_000);
+        assert!(rl.check(ip).is_ok());
+        assert!(rl.check(ip).is_err());
+        clock.set_ms(100_000 + 10_000 + 2 * rl.slice_ms);
+        assert!(rl.check(ip).is_ok());
     }
 
     fn headers(lines: &[(&str, &str)]) -> HeaderMap {
