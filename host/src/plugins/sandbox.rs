@@ -59,15 +59,6 @@ pub enum GuestFailure {
 /// would hold that memory while idle.
 const WARM_MAX_MEMORY: usize = 4 * 1024 * 1024;
 
-/// An instance that has served this many calls is not kept warm: it is
-/// dropped and the next call instantiates afresh. A store keeps some
-/// bookkeeping from each call it ran (a warm store's host-side memory grew
-/// with the calls it served: in a 4-minute run at 32 connections the
-/// gateway's live heap reached about 32 MiB with warm instances against
-/// 19 MiB without), and the guest's own heap fragments; a fresh instance
-/// per this many calls bounds both, at the cost of one instantiation.
-const WARM_MAX_CALLS: u32 = 10_000;
-
 /// Per-store memory accounting that remembers whether it refused growth, so a
 /// resulting trap can be reported as "out of memory" rather than a crash.
 pub struct MemoryLimiter {
@@ -112,9 +103,6 @@ pub struct GuestState {
     pub(crate) plugin: Arc<str>,
     request_id: String,
     log_lines: u32,
-    /// Calls this instance has served, the current one included (see
-    /// [`WARM_MAX_CALLS`]).
-    calls: u32,
 }
 
 impl WasiView for GuestState {
@@ -312,7 +300,6 @@ impl Sandbox {
             plugin,
             request_id: request_id.to_string(),
             log_lines: 0,
-            calls: 1,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -427,17 +414,13 @@ impl<I> Warm<I> {
         state.request_id.clear();
         state.request_id.push_str(request_id);
         state.log_lines = 0;
-        state.calls += 1;
         Some((store, inst))
     }
 
     /// Keeps an instance whose calls all succeeded, if there is room.
     pub fn give(&self, store: Store<GuestState>, inst: I) {
         let state = store.data();
-        if state.limiter.hit
-            || state.limiter.largest > WARM_MAX_MEMORY
-            || state.calls >= WARM_MAX_CALLS
-        {
+        if state.limiter.hit || state.limiter.largest > WARM_MAX_MEMORY {
             return;
         }
         let mut idle = self.idle();
@@ -591,23 +574,5 @@ mod tests {
         let (store, inst) = warm.take("req_7").unwrap();
         assert_eq!((inst, store.data().log_lines), (1, 0), "log budget renewed");
         assert!(warm.is_empty());
-    }
-
-    #[test]
-    fn an_instance_is_retired_after_its_share_of_calls() {
-        let sb = sandbox(64, 2);
-        let warm: Warm<u32> = Warm::new(sb.warm_cap());
-        // A fresh instance serves its first call, then comes and goes warm.
-        let mut served = 1;
-        warm.give(sb.new_store("p".into(), "req_0"), 7);
-        while let Some((store, inst)) = warm.take("req") {
-            served += 1;
-            assert_eq!(store.data().calls, served);
-            warm.give(store, inst);
-        }
-        assert_eq!(
-            served, WARM_MAX_CALLS,
-            "retired after {WARM_MAX_CALLS} calls, not before"
-        );
     }
 }
