@@ -711,6 +711,25 @@ pub struct ChannelConfig {
 }
 
 impl ChannelConfig {
+    /// A channel named `name` of the `openai` adapter at `base_url`, with
+    /// no key, models, map or options, priority 0 and weight 1: for tests
+    /// to change what they need with `..ChannelConfig::for_test(..)`.
+    #[cfg(test)]
+    pub fn for_test(name: &str, base_url: &str) -> ChannelConfig {
+        ChannelConfig {
+            name: name.into(),
+            adapter: "openai".into(),
+            base_url: base_url.trim_end_matches('/').into(),
+            base: reqwest::Url::parse(base_url).unwrap(),
+            key: None,
+            models: vec![],
+            model_map: HashMap::new(),
+            options: vec![],
+            priority: 0,
+            weight: 1,
+        }
+    }
+
     pub fn upstream_model<'a>(&'a self, model: &'a str) -> &'a str {
         self.model_map
             .get(model)

@@ -345,16 +345,10 @@ mod tests {
 
     fn channel(name: &str, priority: i32, weight: u32) -> Arc<ChannelConfig> {
         Arc::new(ChannelConfig {
-            name: name.into(),
-            adapter: "openai".into(),
-            base_url: "http://127.0.0.1:9".into(),
-            base: reqwest::Url::parse("http://127.0.0.1:9").unwrap(),
-            key: None,
             models: vec!["m".into()],
-            model_map: HashMap::new(),
-            options: vec![],
             priority,
             weight,
+            ..ChannelConfig::for_test(name, "http://127.0.0.1:9")
         })
     }
 

@@ -151,21 +151,6 @@ pub fn describe(e: &reqwest::Error) -> String {
 mod tests {
     use super::*;
 
-    fn channel(base_url: &str) -> ChannelConfig {
-        ChannelConfig {
-            name: "c".into(),
-            adapter: "openai".into(),
-            base_url: base_url.trim_end_matches('/').into(),
-            base: reqwest::Url::parse(base_url).unwrap(),
-            key: None,
-            models: vec![],
-            model_map: Default::default(),
-            options: vec![],
-            priority: 0,
-            weight: 1,
-        }
-    }
-
     #[test]
     fn the_url_is_the_one_base_url_and_path_spell() {
         let bases = [
@@ -190,7 +175,7 @@ mod tests {
             "/q?",
         ];
         for base in bases {
-            let channel = channel(base);
+            let channel = ChannelConfig::for_test("c", base);
             for path in paths {
                 let expected =
                     reqwest::Url::parse(&format!("{}{}", channel.base_url, path)).unwrap();
