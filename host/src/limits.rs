@@ -11,9 +11,8 @@
 //! time, as this was before, cost 8 bytes per request in the window: some
 //! 13 MiB for one busy address at a high limit). The price: a request
 //! counts for up to one slice longer than the window (2.8 s of 180 s), so
-//! the `limit + 1`-th is refused, and a refused client may wait, up to a
-//! slice longer than an exact log would make it. Refused requests are not
-//! counted.
+//! a client at its limit may be refused, and told to wait, up to a slice
+//! longer than an exact log would. Refused requests are not counted.
 
 use crate::clock::SharedClock;
 use axum::http::HeaderMap;
@@ -45,8 +44,8 @@ pub struct RateLimiter {
 struct Slices {
     /// The newest slice counted into (a slice number: time / slice length).
     newest: i64,
-    /// Counts by slice number modulo [`RING`]; slots older than
-    /// `newest - SLICES` are zero.
+    /// The counts of slices `newest - SLICES ..= newest`, by slice number
+    /// modulo [`RING`].
     counts: [u32; RING],
     /// The sum of `counts`.
     total: u32,
