@@ -25,7 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 const SHARDS: usize = 16;
 
 /// How many slices a window is cut into (see the module doc).
-pub const SLICES: usize = 64;
+const SLICES: usize = 64;
 
 /// Slots of an address's ring: the current slice and the [`SLICES`] before
 /// it, which together cover any window that ends in the current slice.
@@ -52,9 +52,9 @@ struct Slices {
 }
 
 impl Slices {
-    fn new(now: i64) -> Slices {
+    fn new(slice: i64) -> Slices {
         Slices {
-            newest: now,
+            newest: slice,
             counts: [0; RING],
             total: 0,
         }
