@@ -1,4 +1,7 @@
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use super::STATE_CLIENT_WANTS_USAGE;
 use crate::json::{object_member, parse_request_object, set_model, to_bytes};
@@ -13,7 +16,75 @@ pub struct PreparedRequest {
 
 /// Renames the model to `upstream_model` and, for a streamed call, makes the
 /// vendor report usage at the end of the stream.
+///
+/// Only `model`, `stream` and `stream_options` change, so only they are
+/// parsed: the messages, with all their text, are checked as JSON and copied
+/// as the client wrote them (the same splice as [`super::finish_response`]).
+/// Members come out in key order, as from a parsed object. A body that is
+/// not a JSON object takes the whole parse, for its error message.
 pub fn prepare_request(
+    body: &[u8],
+    upstream_model: &str,
+    stream: bool,
+) -> Result<PreparedRequest, TranslateError> {
+    // The replacement members first: the map below borrows them.
+    let Some(model) = raw(&Value::from(upstream_model)) else {
+        return prepare_parsed(body, upstream_model, stream);
+    };
+    let options_raw;
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) else {
+        return prepare_parsed(body, upstream_model, stream);
+    };
+    members.insert("model".to_owned(), &model);
+    let mut client_wants_usage = false;
+    if stream {
+        members.insert("stream".to_owned(), RawValue::TRUE);
+        let mut options = match members.get("stream_options").map(|o| parse(o)) {
+            Some(Value::Object(options)) => options,
+            // Absent or not an object: replaced, as `object_member` does.
+            _ => Map::new(),
+        };
+        client_wants_usage = options.get("include_usage") == Some(&Value::Bool(true));
+        // Other members of `stream_options` are the client's business and stay.
+        options.insert("include_usage".to_owned(), Value::Bool(true));
+        let Some(text) = raw(&Value::Object(options)) else {
+            return prepare_parsed(body, upstream_model, stream);
+        };
+        options_raw = text;
+        members.insert("stream_options".to_owned(), &options_raw);
+    } else if members
+        .get("stream")
+        .is_some_and(|s| parse(s) == Value::Bool(true))
+    {
+        // See `prepare_parsed`.
+        members.insert("stream".to_owned(), RawValue::FALSE);
+    }
+    Ok(PreparedRequest {
+        body: serde_json::to_vec(&members).unwrap_or_default(),
+        state: state(client_wants_usage),
+    })
+}
+
+/// A member's value, parsed (it was checked as JSON already).
+fn parse(member: &RawValue) -> Value {
+    serde_json::from_str(member.get()).unwrap_or(Value::Null)
+}
+
+/// A value as raw JSON text (writing a `Value` does not fail in practice).
+fn raw(value: &Value) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(value).ok()
+}
+
+fn state(client_wants_usage: bool) -> String {
+    if client_wants_usage {
+        STATE_CLIENT_WANTS_USAGE.to_owned()
+    } else {
+        String::new()
+    }
+}
+
+/// [`prepare_request`] over the whole parsed body.
+fn prepare_parsed(
     body: &[u8],
     upstream_model: &str,
     stream: bool,
@@ -36,18 +107,13 @@ pub fn prepare_request(
         }
     }
     if stream {
-        // Other members of `stream_options` are the client's business and stay.
         if let Some(options) = object_member(&mut value, "stream_options") {
             options.insert("include_usage".to_owned(), Value::Bool(true));
         }
     }
     Ok(PreparedRequest {
         body: to_bytes(&value),
-        state: if client_wants_usage {
-            STATE_CLIENT_WANTS_USAGE.to_owned()
-        } else {
-            String::new()
-        },
+        state: state(client_wants_usage),
     })
 }
 
@@ -109,12 +175,42 @@ mod tests {
     }
 
     #[test]
+    fn the_spliced_request_is_the_parsed_one_with_the_clients_own_text() {
+        let bodies = [
+            r#"{"model":"c","messages":[{"role":"user","content":"caf\u00e9 \"q\""}],
+               "temperature":1e-4,"stream":true,"stream_options":{"include_usage":true,"x":1}}"#,
+            r#"{"model":"c","stream":false,"stream_options":{"include_usage":false}}"#,
+            r#"{"model":"c","stream":"yes","stream_options":"n/a"}"#,
+            r#"{"stream_options":null,"stream":true,"a":1,"a":2}"#,
+            r#"  {"b":[1,2,{"c":{}}],"\u006dodel":"escaped key","\u0073tream":true}  "#,
+            r#"{}"#,
+        ];
+        for body in bodies {
+            for stream in [false, true] {
+                let spliced = prepare_request(body.as_bytes(), "up", stream).unwrap();
+                let parsed = prepare_parsed(body.as_bytes(), "up", stream).unwrap();
+                assert_eq!(spliced.state, parsed.state, "{body} {stream}");
+                let a: Value = serde_json::from_slice(&spliced.body).unwrap();
+                let b: Value = serde_json::from_slice(&parsed.body).unwrap();
+                assert_eq!(a, b, "{body} {stream}");
+            }
+        }
+        // The client's own spelling of a number survives.
+        let spliced = prepare_request(bodies[0].as_bytes(), "up", false).unwrap();
+        assert!(String::from_utf8(spliced.body).unwrap().contains("1e-4"));
+    }
+
+    #[test]
     fn non_objects_are_invalid_requests() {
         for body in [&b"[]"[..], b"\"x\"", b"{", b""] {
             assert!(matches!(
                 prepare_request(body, "m", false),
                 Err(TranslateError::InvalidRequest(_))
             ));
+            assert_eq!(
+                prepare_request(body, "m", true).unwrap_err().to_string(),
+                prepare_parsed(body, "m", true).unwrap_err().to_string()
+            );
         }
     }
 }
