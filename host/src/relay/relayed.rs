@@ -35,10 +35,12 @@ pub struct Relayed {
     text: String,
     /// Tokens of the text already counted and let go.
     counted: u64,
-    /// The members an OpenAI chunk repeats (`id`, `object`, `created`,
-    /// `model`, `system_fingerprint`), from the latest chunk: what a usage
-    /// chunk the gateway adds must carry.
-    chunk_members: Option<serde_json::Map<String, Value>>,
+    /// The latest OpenAI chunk's data, whose repeated members (`id`,
+    /// `object`, `created`, `model`, `system_fingerprint`) a usage chunk the
+    /// gateway adds must carry. Kept as text, in one buffer, and read only
+    /// if that chunk is made (rarely): picking the members out of every
+    /// chunk cost more than the rest of the observation.
+    last_chunk: String,
 }
 
 impl Relayed {
@@ -48,7 +50,7 @@ impl Relayed {
             encoding,
             text: String::new(),
             counted: 0,
-            chunk_members: None,
+            last_chunk: String::new(),
         }
     }
 
@@ -58,7 +60,7 @@ impl Relayed {
             // `[DONE]` and other non-JSON payloads carry no text.
             if let Ok(data) = serde_json::from_str::<Value>(&ev.data) {
                 event_text(self.protocol, &data, &mut self.text);
-                self.remember_chunk(&data);
+                self.remember_chunk(&ev.data, &data);
             }
         }
         if self.text.len() > HELD_TEXT {
@@ -86,21 +88,15 @@ impl Relayed {
         self.text.drain(..cut);
     }
 
-    fn remember_chunk(&mut self, data: &Value) {
-        if !matches!(
+    fn remember_chunk(&mut self, text: &str, data: &Value) {
+        if matches!(
             self.protocol,
             Protocol::OpenaiChat | Protocol::OpenaiCompletions
-        ) {
-            return;
+        ) && data.is_object()
+        {
+            self.last_chunk.clear();
+            self.last_chunk.push_str(text);
         }
-        let Some(chunk) = data.as_object() else {
-            return;
-        };
-        let members = ["id", "object", "created", "model", "system_fingerprint"]
-            .into_iter()
-            .filter_map(|k| Some((k.to_string(), chunk.get(k)?.clone())))
-            .collect();
-        self.chunk_members = Some(members);
     }
 
     /// For an OpenAI chat or completions client that asked for
@@ -108,7 +104,13 @@ impl Relayed {
     /// usage-only chunk the protocol ends with (no choices), carrying the
     /// gateway's count and the stream's own id, model and times.
     pub fn usage_chunk(&self, usage: &Usage) -> Option<SseEvent> {
-        let mut chunk = self.chunk_members.clone()?;
+        let last = serde_json::from_str::<serde_json::Map<String, Value>>(&self.last_chunk).ok()?;
+        let mut chunk: serde_json::Map<String, Value> = last
+            .into_iter()
+            .filter(|(k, _)| {
+                ["id", "object", "created", "model", "system_fingerprint"].contains(&k.as_str())
+            })
+            .collect();
         chunk.insert("choices".into(), json!([]));
         chunk.insert("usage".into(), openai_usage(usage));
         Some(SseEvent {
@@ -394,6 +396,19 @@ mod tests {
                          "choices": [{"index": 0, "delta": {"content": "Hi"}}], "usage": null})
             .to_string(),
         }]);
+        // The latest chunk's members count; events that are not chunks do not.
+        r.observe(&[
+            SseEvent {
+                event: None,
+                data: json!({"id": "c2", "object": "chat.completion.chunk", "created": 8,
+                             "model": "m", "choices": [], "x": 1})
+                .to_string(),
+            },
+            SseEvent {
+                event: None,
+                data: "[DONE]".into(),
+            },
+        ]);
         let usage = Usage {
             input_tokens: 10,
             output_tokens: 1,
@@ -405,7 +420,7 @@ mod tests {
         let v: Value = serde_json::from_str(&ev.data).unwrap_or_default();
         assert_eq!(
             v,
-            json!({"id": "c1", "object": "chat.completion.chunk", "created": 7, "model": "m",
+            json!({"id": "c2", "object": "chat.completion.chunk", "created": 8, "model": "m",
                    "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11,
                    "prompt_tokens_details": {"cached_tokens": 0},
                    "completion_tokens_details": {"reasoning_tokens": 0}}})

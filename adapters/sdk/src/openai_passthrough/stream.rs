@@ -1,9 +1,12 @@
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::client_wants_usage;
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
-use crate::json::{has_non_null, set_model, to_text};
+use crate::json::{to_bytes, to_text};
 use crate::openai_chat::{ensure_usage_details, parse_usage};
 use crate::redact::clean_message;
 use crate::TranslateError;
@@ -18,6 +21,11 @@ pub struct StreamClose {
     pub complete: bool,
 }
 
+/// A chunk's top-level members as the vendor wrote them; only the ones the
+/// relay edits are replaced. Written out, members come in key order, as
+/// from a parsed object.
+type Members<'a> = BTreeMap<String, &'a RawValue>;
+
 /// Relays an OpenAI chat stream event by event.
 ///
 /// The vendor is always asked for a usage report (a last chunk with
@@ -26,14 +34,22 @@ pub struct StreamClose {
 /// reads `choices[0]`), so the chunk that finishes the answer is held back
 /// and sent once the usage is known, with the usage inside it. Either way
 /// every chunk before the last shows `"usage": null` (spec §2.9).
+///
+/// A chunk is not built into a tree and written out again: its members
+/// are checked as JSON and copied as the vendor wrote them, and only
+/// `model`, `usage` and the `finish_reason`s of `choices` are read (the
+/// splice of `finish_response`; a tree per chunk was most of a relayed
+/// frame's guest time).
 #[derive(Debug)]
 pub struct StreamRelay {
-    client_model: String,
+    /// The client's model name, as JSON text.
+    client_model: Box<RawValue>,
     client_wants_usage: bool,
-    /// The latest chunk with a `finish_reason`, waiting for the usage.
-    held: Option<Value>,
+    /// The latest chunk with a `finish_reason`, as written, waiting for
+    /// the usage.
+    held: Option<String>,
     /// The vendor's usage object, details filled in, as the client sees it.
-    usage_json: Option<Value>,
+    usage_json: Option<Box<RawValue>>,
     usage: Option<Usage>,
     /// `[DONE]` or a chunk with a `finish_reason` arrived.
     finished: bool,
@@ -43,7 +59,7 @@ impl StreamRelay {
     /// `state` is what [`super::prepare_request`] returned.
     pub fn new(client_model: &str, state: &str) -> Self {
         Self {
-            client_model: client_model.to_owned(),
+            client_model: raw(&Value::from(client_model)),
             client_wants_usage: client_wants_usage(state),
             held: None,
             usage_json: None,
@@ -64,44 +80,59 @@ impl StreamRelay {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let mut chunk: Value = serde_json::from_str(data).map_err(|err| {
-            TranslateError::upstream(format!("stream chunk is not valid JSON ({err})"))
-        })?;
-        let Some(object) = chunk.as_object() else {
-            return Err(TranslateError::upstream(
-                "stream chunk is not a JSON object",
-            ));
+        // Copied members keep the vendor's spacing; a chunk spread over
+        // several lines is made one line first, as clients expect.
+        let compact;
+        let data = if data.contains(['\n', '\r']) {
+            compact = String::from_utf8(to_bytes(&parse_chunk(data)?)).unwrap_or_default();
+            compact.as_str()
+        } else {
+            data
         };
-        if object.contains_key("error") && !object.contains_key("choices") {
-            let mut out = self.release_held(false);
-            out.push(to_text(&sanitised_error(chunk)));
+        let Ok(mut chunk) = serde_json::from_str::<Members>(data) else {
+            return Err(match parse_chunk(data) {
+                Err(e) => e,
+                Ok(_) => TranslateError::upstream("stream chunk is not a JSON object"),
+            });
+        };
+        if chunk.contains_key("error") && !chunk.contains_key("choices") {
+            let mut out = release(&mut self.held, None);
+            out.push(to_text(&sanitised_error(parse_chunk(data)?)));
             return Ok(out);
         }
-        set_model(&mut chunk, &self.client_model);
-        let carries_usage = self.record_usage(&mut chunk);
-        let choices = chunk.get("choices").and_then(Value::as_array);
-        let has_choices = choices.is_some_and(|c| !c.is_empty());
-        let finishes =
-            choices.is_some_and(|c| c.iter().any(|ch| has_non_null(ch, "finish_reason")));
+        chunk.insert("model".to_owned(), &self.client_model);
+        let carries_usage = match chunk.get("usage").map(|u| parse_member(u)) {
+            Some(mut usage @ Value::Object(_)) => {
+                ensure_usage_details(&mut usage);
+                self.usage = parse_usage(&usage);
+                self.usage_json = Some(raw(&usage));
+                true
+            }
+            _ => false,
+        };
+        if let (true, Some(usage)) = (carries_usage, &self.usage_json) {
+            chunk.insert("usage".to_owned(), usage);
+        }
+        let (has_choices, finishes) = chunk.get("choices").map_or((false, false), |c| choices(c));
         self.finished |= finishes;
 
         if self.client_wants_usage {
-            ensure_usage_member(&mut chunk);
-            return Ok(vec![to_text(&chunk)]);
+            chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
+            return Ok(vec![write(&chunk)]);
         }
         if carries_usage && !has_choices {
             // The usage report: its usage goes into the held chunk and the
             // report itself is dropped. With nothing held the usage waits
             // for `finish`.
-            return Ok(self.release_held(true));
+            return Ok(release(&mut self.held, self.usage_json.as_deref()));
         }
         // Whatever is held goes first so the client sees chunks in order.
-        let mut out = self.release_held(false);
-        ensure_usage_member(&mut chunk);
+        let mut out = release(&mut self.held, None);
+        chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
         if finishes && !carries_usage {
-            self.held = Some(chunk);
+            self.held = Some(write(&chunk));
         } else {
-            out.push(to_text(&chunk));
+            out.push(write(&chunk));
         }
         Ok(out)
     }
@@ -109,7 +140,7 @@ impl StreamRelay {
     /// Ends the stream: anything still held (with the usage known by now),
     /// then `[DONE]`.
     pub fn finish(&mut self) -> StreamClose {
-        let mut events = self.release_held(true);
+        let mut events = release(&mut self.held, self.usage_json.as_deref());
         events.push("[DONE]".to_owned());
         StreamClose {
             events,
@@ -117,36 +148,67 @@ impl StreamRelay {
             complete: self.finished,
         }
     }
-
-    /// Records the chunk's usage, if it has one, and reports whether it did.
-    fn record_usage(&mut self, chunk: &mut Value) -> bool {
-        let Some(usage) = chunk.get_mut("usage").filter(|u| u.is_object()) else {
-            return false;
-        };
-        ensure_usage_details(usage);
-        self.usage = parse_usage(usage);
-        self.usage_json = Some(usage.clone());
-        true
-    }
-
-    /// Takes the held chunk out, with the known usage when `with_usage`.
-    fn release_held(&mut self, with_usage: bool) -> Vec<String> {
-        let Some(mut held) = self.held.take() else {
-            return Vec::new();
-        };
-        if with_usage {
-            if let (Some(object), Some(usage)) = (held.as_object_mut(), &self.usage_json) {
-                object.insert("usage".to_owned(), usage.clone());
-            }
-        }
-        vec![to_text(&held)]
-    }
 }
 
-fn ensure_usage_member(chunk: &mut Value) {
-    if let Some(object) = chunk.as_object_mut() {
-        object.entry("usage").or_insert(Value::Null);
+/// Takes the held chunk out, with `usage` in it when given.
+fn release(held: &mut Option<String>, usage: Option<&RawValue>) -> Vec<String> {
+    let Some(text) = held.take() else {
+        return Vec::new();
+    };
+    // The held text is one this relay wrote: it reads back.
+    let with_usage = usage.and_then(|usage| {
+        let mut chunk = serde_json::from_str::<Members>(&text).ok()?;
+        chunk.insert("usage".to_owned(), usage);
+        Some(write(&chunk))
+    });
+    vec![with_usage.unwrap_or(text)]
+}
+
+/// Whether `choices` is a non-empty array, and whether one of them has a
+/// `finish_reason` that is not `null`.
+fn choices(choices: &RawValue) -> (bool, bool) {
+    let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(choices.get()) else {
+        return (false, false);
+    };
+    let finishes = items.iter().any(|choice| {
+        serde_json::from_str::<Members>(choice.get()).is_ok_and(|members| {
+            members
+                .get("finish_reason")
+                .is_some_and(|reason| reason.get() != "null")
+        })
+    });
+    (!items.is_empty(), finishes)
+}
+
+/// The whole chunk as a tree, with the errors a chunk that is not an
+/// object gets.
+fn parse_chunk(data: &str) -> Result<Value, TranslateError> {
+    let chunk: Value = serde_json::from_str(data).map_err(|err| {
+        TranslateError::upstream(format!("stream chunk is not valid JSON ({err})"))
+    })?;
+    if !chunk.is_object() {
+        return Err(TranslateError::upstream(
+            "stream chunk is not a JSON object",
+        ));
     }
+    Ok(chunk)
+}
+
+/// A member's value as a tree (it was checked as JSON already).
+fn parse_member(member: &RawValue) -> Value {
+    serde_json::from_str(member.get()).unwrap_or(Value::Null)
+}
+
+/// A value as JSON text (writing a `Value` does not fail: its keys are
+/// strings).
+fn raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// Members written out as one JSON object (it does not fail: the keys are
+/// strings and the values JSON text).
+fn write(members: &Members) -> String {
+    serde_json::to_string(members).unwrap_or_default()
 }
 
 /// Vendors may report a failure inside the stream; the client gets it, minus
@@ -322,6 +384,62 @@ mod tests {
             relay.push("[1,2]"),
             Err(TranslateError::UpstreamFormat(_))
         ));
+    }
+
+    #[test]
+    fn chunks_are_copied_as_the_vendor_wrote_them_with_model_and_usage_edited() {
+        let mut relay = StreamRelay::new("client", "");
+        let chunk = r#"{"id":"c","model":"up","x":{"n":1e-4,
+            "s":"caf\u00e9"},"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+        // One line is kept as sent; several lines become one.
+        for data in [chunk.replace('\n', " "), chunk.to_owned()] {
+            let out = relay.push(&data).unwrap();
+            assert_eq!(out.len(), 1);
+            assert!(!out[0].contains('\n'), "{}", out[0]);
+            let sent: Value = serde_json::from_str(&out[0]).unwrap();
+            assert_eq!(sent["model"], "client");
+            assert_eq!(sent["usage"], Value::Null);
+            assert_eq!(sent["x"]["s"], "café");
+        }
+        let out = relay.push(&chunk.replace('\n', " ")).unwrap();
+        assert!(out[0].contains(r#""n":1e-4"#), "{}", out[0]);
+        assert!(out[0].contains(r#""caf\u00e9""#), "{}", out[0]);
+    }
+
+    #[test]
+    fn only_a_non_null_finish_reason_finishes() {
+        let finishes = |choices: &str| {
+            let mut relay = StreamRelay::new("client", "");
+            let out = relay
+                .push(&format!(r#"{{"model":"up","choices":{choices}}}"#))
+                .unwrap();
+            // A finishing chunk is held for the usage.
+            (out.is_empty(), relay.finish().complete)
+        };
+        assert_eq!(finishes(r#"[{"finish_reason":"stop"}]"#), (true, true));
+        assert_eq!(
+            finishes(r#"[{"index":0},{"finish_reason":"length"}]"#),
+            (true, true)
+        );
+        assert_eq!(finishes(r#"[{"finish_reason":null}]"#), (false, false));
+        assert_eq!(finishes(r#"[{"index":0}]"#), (false, false));
+        assert_eq!(finishes(r#"[1, "x", null]"#), (false, false));
+        assert_eq!(finishes(r#"{"finish_reason":"stop"}"#), (false, false));
+        assert_eq!(
+            finishes(r#"[{"finish_reason":null,"finish_reason":"stop"}]"#),
+            (true, true)
+        );
+    }
+
+    #[test]
+    fn a_usage_that_is_not_an_object_is_not_a_report() {
+        let mut relay = StreamRelay::new("client", "");
+        let out = relay
+            .push(r#"{"model":"up","choices":[],"usage":"n/a"}"#)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(usage_of(&out[0]), "n/a");
+        assert_eq!(relay.finish().usage, None);
     }
 
     #[test]
