@@ -318,7 +318,9 @@ async fn try_channels(
             gateway.channel = %channel.name,
             gateway.adapter = %channel.adapter
         );
-        let result = attempt(state, channel, plugin, policies, req, ctx)
+        // Boxed: an attempt's future (some 5 KB) would otherwise make the
+        // whole call's future that much larger, and be copied into its span.
+        let result = Box::pin(attempt(state, channel, plugin, policies, req, ctx))
             .instrument(span)
             .await;
         if let Err(failed) = &result {
