@@ -47,15 +47,25 @@ pub fn encode_usage(usage: &Usage) -> Value {
 /// Adds `prompt_tokens_details.cached_tokens` and
 /// `completion_tokens_details.reasoning_tokens` (as 0) where a vendor left
 /// them out, so clients always find them (spec §2.8). Other members, and a
-/// usage that is not an object, are left alone.
-pub fn ensure_usage_details(usage: &mut Value) {
+/// usage that is not an object, are left alone. Returns whether anything
+/// was added (a usage that had them all can be passed on as it was written).
+pub fn ensure_usage_details(usage: &mut Value) -> bool {
     if !usage.is_object() {
-        return;
+        return false;
     }
+    let mut added = false;
     for (outer, inner) in [
         ("prompt_tokens_details", "cached_tokens"),
         ("completion_tokens_details", "reasoning_tokens"),
     ] {
+        let present = usage
+            .get(outer)
+            .and_then(|details| details.get(inner))
+            .is_some_and(|count| !count.is_null());
+        if present {
+            continue;
+        }
+        added = true;
         if let Some(details) = object_member(usage, outer) {
             let count = details.entry(inner.to_owned()).or_insert(json!(0));
             if count.is_null() {
@@ -63,6 +73,7 @@ pub fn ensure_usage_details(usage: &mut Value) {
             }
         }
     }
+    added
 }
 
 #[cfg(test)]
@@ -121,7 +132,7 @@ mod tests {
             "prompt_tokens_details": {"audio_tokens": 1},
             "completion_tokens_details": null,
         });
-        ensure_usage_details(&mut usage);
+        assert!(ensure_usage_details(&mut usage));
         assert_eq!(
             usage,
             json!({
@@ -133,10 +144,14 @@ mod tests {
         let mut kept = json!({"prompt_tokens_details": {"cached_tokens": 3},
                               "completion_tokens_details": {"reasoning_tokens": 4}});
         let before = kept.clone();
-        ensure_usage_details(&mut kept);
+        assert!(!ensure_usage_details(&mut kept));
         assert_eq!(kept, before);
+        let mut half = json!({"prompt_tokens_details": {"cached_tokens": 3},
+                              "completion_tokens_details": {"reasoning_tokens": null}});
+        assert!(ensure_usage_details(&mut half));
+        assert_eq!(half["completion_tokens_details"]["reasoning_tokens"], 0);
         let mut null = Value::Null;
-        ensure_usage_details(&mut null);
+        assert!(!ensure_usage_details(&mut null));
         assert_eq!(null, Value::Null);
     }
 }

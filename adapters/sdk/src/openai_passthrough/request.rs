@@ -21,7 +21,8 @@ pub struct PreparedRequest {
 /// parsed: the messages, with all their text, are checked as JSON and copied
 /// as the client wrote them (the same splice as [`super::finish_response`]).
 /// Members come out in key order, as from a parsed object. A body that is
-/// not a JSON object takes the whole parse, for its error message.
+/// not a JSON object, or has a key written with an escape (the keys are
+/// borrowed from the body), takes the whole parse.
 pub fn prepare_request(
     body: &[u8],
     upstream_model: &str,
@@ -32,13 +33,13 @@ pub fn prepare_request(
         return prepare_parsed(body, upstream_model, stream);
     };
     let options_raw;
-    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) else {
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<&str, &RawValue>>(body) else {
         return prepare_parsed(body, upstream_model, stream);
     };
-    members.insert("model".to_owned(), &model);
+    members.insert("model", &model);
     let mut client_wants_usage = false;
     if stream {
-        members.insert("stream".to_owned(), RawValue::TRUE);
+        members.insert("stream", RawValue::TRUE);
         let mut options = match members.get("stream_options").map(|o| parse(o)) {
             Some(Value::Object(options)) => options,
             // Absent or not an object: replaced, as `object_member` does.
@@ -51,13 +52,13 @@ pub fn prepare_request(
             return prepare_parsed(body, upstream_model, stream);
         };
         options_raw = text;
-        members.insert("stream_options".to_owned(), &options_raw);
+        members.insert("stream_options", &options_raw);
     } else if members
         .get("stream")
         .is_some_and(|s| parse(s) == Value::Bool(true))
     {
         // See `prepare_parsed`.
-        members.insert("stream".to_owned(), RawValue::FALSE);
+        members.insert("stream", RawValue::FALSE);
     }
     Ok(PreparedRequest {
         body: serde_json::to_vec(&members).unwrap_or_default(),

@@ -24,12 +24,15 @@ pub struct FinishedResponse {
 /// JSON and copied as the vendor wrote them, rather than built into a tree
 /// and written out again, which was most of a passthrough answer's guest
 /// time. Members come out in key order, as from a parsed object. A body
-/// that is not a JSON object takes the whole parse, for its error message.
+/// that is not a JSON object, or has a key written with an escape, takes
+/// the whole parse (the keys are borrowed from the body, which saves an
+/// allocation each). A usage that already has its details goes out as the
+/// vendor wrote it.
 pub fn finish_response(
     body: &[u8],
     client_model: &str,
 ) -> Result<FinishedResponse, TranslateError> {
-    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) else {
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<&str, &RawValue>>(body) else {
         return finish_parsed(body, client_model);
     };
     // Some OpenAI-compatible vendors answer 200 with an error body; passing
@@ -40,7 +43,7 @@ pub fn finish_response(
     let Some(model) = raw(&Value::from(client_model)) else {
         return finish_parsed(body, client_model);
     };
-    members.insert("model".to_owned(), &model);
+    members.insert("model", &model);
     let mut usage = None;
     let usage_raw;
     if let Some(Value::Object(object)) = members
@@ -48,13 +51,15 @@ pub fn finish_response(
         .and_then(|u| serde_json::from_str::<Value>(u.get()).ok())
     {
         let mut value = Value::Object(object);
-        ensure_usage_details(&mut value);
-        let Some(text) = raw(&value) else {
-            return finish_parsed(body, client_model);
-        };
+        let added = ensure_usage_details(&mut value);
         usage = parse_usage(&value);
-        usage_raw = text;
-        members.insert("usage".to_owned(), &usage_raw);
+        if added {
+            let Some(text) = raw(&value) else {
+                return finish_parsed(body, client_model);
+            };
+            usage_raw = text;
+            members.insert("usage", &usage_raw);
+        }
     }
     Ok(FinishedResponse {
         body: serde_json::to_vec(&members).unwrap_or_default(),
@@ -159,6 +164,20 @@ mod tests {
         // tree would write -0.0001).
         let spliced = finish_response(bodies[0].as_bytes(), "client").unwrap();
         assert!(String::from_utf8(spliced.body).unwrap().contains("-1e-4"));
+    }
+
+    #[test]
+    fn a_usage_with_its_details_goes_out_as_written() {
+        let usage = r#"{"prompt_tokens": 9, "completion_tokens": 2.0, "total_tokens": 11,
+            "prompt_tokens_details": {"cached_tokens": 4, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 1}}"#;
+        let body = format!(r#"{{"choices":[],"model":"up","usage":{usage}}}"#);
+        let finished = finish_response(body.as_bytes(), "client").unwrap();
+        let text = String::from_utf8(finished.body).unwrap();
+        assert!(text.contains(usage), "{text}");
+        assert!(text.contains(r#""model":"client""#), "{text}");
+        assert_eq!(finished.usage.map(|u| u.output_tokens), Some(2));
+        assert_eq!(finished.usage.map(|u| u.cache_read_tokens), Some(4));
     }
 
     #[test]
