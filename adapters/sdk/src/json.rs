@@ -17,6 +17,19 @@ pub fn parse_upstream_object(body: &[u8]) -> Result<Value, TranslateError> {
     parse_object(body).map_err(|reason| TranslateError::upstream(format!("vendor body {reason}")))
 }
 
+/// Parses a vendor stream event's data, which must be a JSON object.
+pub fn parse_stream_chunk(data: &str) -> Result<Value, TranslateError> {
+    let chunk: Value = serde_json::from_str(data).map_err(|err| {
+        TranslateError::upstream(format!("stream chunk is not valid JSON ({err})"))
+    })?;
+    if !chunk.is_object() {
+        return Err(TranslateError::upstream(
+            "stream chunk is not a JSON object",
+        ));
+    }
+    Ok(chunk)
+}
+
 fn parse_object(body: &[u8]) -> Result<Value, String> {
     match serde_json::from_slice::<Value>(body) {
         Ok(value @ Value::Object(_)) => Ok(value),

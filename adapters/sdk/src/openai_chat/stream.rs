@@ -31,14 +31,7 @@ impl StreamParser {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            TranslateError::upstream(format!("stream chunk is not valid JSON ({e})"))
-        })?;
-        if !chunk.is_object() {
-            return Err(TranslateError::upstream(
-                "stream chunk is not a JSON object",
-            ));
-        }
+        let chunk = crate::json::parse_stream_chunk(data)?;
         if chunk.get("error").is_some_and(|e| !e.is_null()) && chunk.get("choices").is_none() {
             return Err(TranslateError::Vendor(in_answer_failure_from(&chunk)));
         }

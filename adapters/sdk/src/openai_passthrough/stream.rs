@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::client_wants_usage;
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
-use crate::json::{to_bytes, to_text};
+use crate::json::{parse_stream_chunk, to_bytes, to_text};
 use crate::openai_chat::{ensure_usage_details, parse_usage};
 use crate::redact::clean_message;
 use crate::TranslateError;
@@ -84,20 +84,20 @@ impl StreamRelay {
         // several lines is made one line first, as clients expect.
         let compact;
         let data = if data.contains(['\n', '\r']) {
-            compact = String::from_utf8(to_bytes(&parse_chunk(data)?)).unwrap_or_default();
+            compact = String::from_utf8(to_bytes(&parse_stream_chunk(data)?)).unwrap_or_default();
             compact.as_str()
         } else {
             data
         };
         let Ok(mut chunk) = serde_json::from_str::<Members>(data) else {
-            return Err(match parse_chunk(data) {
+            return Err(match parse_stream_chunk(data) {
                 Err(e) => e,
                 Ok(_) => TranslateError::upstream("stream chunk is not a JSON object"),
             });
         };
         if chunk.contains_key("error") && !chunk.contains_key("choices") {
             let mut out = release(&mut self.held, None);
-            out.push(to_text(&sanitised_error(parse_chunk(data)?)));
+            out.push(to_text(&sanitised_error(parse_stream_chunk(data)?)));
             return Ok(out);
         }
         chunk.insert("model".to_owned(), &self.client_model);
@@ -178,20 +178,6 @@ fn choices(choices: &RawValue) -> (bool, bool) {
         })
     });
     (!items.is_empty(), finishes)
-}
-
-/// The whole chunk as a tree, with the errors a chunk that is not an
-/// object gets.
-fn parse_chunk(data: &str) -> Result<Value, TranslateError> {
-    let chunk: Value = serde_json::from_str(data).map_err(|err| {
-        TranslateError::upstream(format!("stream chunk is not valid JSON ({err})"))
-    })?;
-    if !chunk.is_object() {
-        return Err(TranslateError::upstream(
-            "stream chunk is not a JSON object",
-        ));
-    }
-    Ok(chunk)
 }
 
 /// A member's value as a tree (it was checked as JSON already).
