@@ -15,6 +15,9 @@ mod request;
 mod response;
 mod stream;
 
+use serde_json::value::RawValue;
+use serde_json::Value;
+
 pub use request::{prepare_request, PreparedRequest};
 pub use response::{finish_response, FinishedResponse};
 pub use stream::{StreamClose, StreamRelay};
@@ -26,4 +29,15 @@ pub const STATE_CLIENT_WANTS_USAGE: &str = "usage";
 /// Reads back the state [`prepare_request`] produced.
 pub fn client_wants_usage(state: &str) -> bool {
     state == STATE_CLIENT_WANTS_USAGE
+}
+
+/// A value as raw JSON text, to splice into a body (writing a `Value`
+/// does not fail in practice: its keys are strings).
+fn raw(value: &Value) -> Option<Box<RawValue>> {
+    serde_json::value::to_raw_value(value).ok()
+}
+
+/// A spliced member's value as a tree (it was checked as JSON already).
+fn member_value(member: &RawValue) -> Value {
+    serde_json::from_str(member.get()).unwrap_or(Value::Null)
 }

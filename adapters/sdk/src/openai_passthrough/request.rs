@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::STATE_CLIENT_WANTS_USAGE;
+use super::{member_value, raw, STATE_CLIENT_WANTS_USAGE};
 use crate::json::{object_member, parse_request_object, set_model, to_bytes};
 use crate::TranslateError;
 
@@ -40,7 +40,7 @@ pub fn prepare_request(
     let mut client_wants_usage = false;
     if stream {
         members.insert("stream", RawValue::TRUE);
-        let mut options = match members.get("stream_options").map(|o| parse(o)) {
+        let mut options = match members.get("stream_options").map(|o| member_value(o)) {
             Some(Value::Object(options)) => options,
             // Absent or not an object: replaced, as `object_member` does.
             _ => Map::new(),
@@ -55,7 +55,7 @@ pub fn prepare_request(
         members.insert("stream_options", &options_raw);
     } else if members
         .get("stream")
-        .is_some_and(|s| parse(s) == Value::Bool(true))
+        .is_some_and(|s| member_value(s) == Value::Bool(true))
     {
         // See `prepare_parsed`.
         members.insert("stream", RawValue::FALSE);
@@ -64,16 +64,6 @@ pub fn prepare_request(
         body: serde_json::to_vec(&members).unwrap_or_default(),
         state: state(client_wants_usage),
     })
-}
-
-/// A member's value, parsed (it was checked as JSON already).
-fn parse(member: &RawValue) -> Value {
-    serde_json::from_str(member.get()).unwrap_or(Value::Null)
-}
-
-/// A value as raw JSON text (writing a `Value` does not fail in practice).
-fn raw(value: &Value) -> Option<Box<RawValue>> {
-    serde_json::value::to_raw_value(value).ok()
 }
 
 fn state(client_wants_usage: bool) -> String {

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::raw;
 use crate::canonical::Usage;
 use crate::errors::read_vendor_error;
 use crate::json::{parse_upstream_object, set_model, to_bytes};
@@ -65,11 +66,6 @@ pub fn finish_response(
         body: serde_json::to_vec(&members).unwrap_or_default(),
         usage,
     })
-}
-
-/// A value as raw JSON text (writing a `Value` does not fail in practice).
-fn raw(value: &Value) -> Option<Box<RawValue>> {
-    serde_json::value::to_raw_value(value).ok()
 }
 
 fn vendor_error(body: &[u8]) -> TranslateError {

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::client_wants_usage;
+use super::{client_wants_usage, member_value, raw};
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
 use crate::json::{parse_stream_chunk, to_bytes, to_text};
@@ -59,7 +59,7 @@ impl StreamRelay {
     /// `state` is what [`super::prepare_request`] returned.
     pub fn new(client_model: &str, state: &str) -> Self {
         Self {
-            client_model: raw(&Value::from(client_model)),
+            client_model: raw_or_null(&Value::from(client_model)),
             client_wants_usage: client_wants_usage(state),
             held: None,
             usage_json: None,
@@ -101,11 +101,11 @@ impl StreamRelay {
             return Ok(out);
         }
         chunk.insert("model".to_owned(), &self.client_model);
-        let carries_usage = match chunk.get("usage").map(|u| parse_member(u)) {
+        let carries_usage = match chunk.get("usage").map(|u| member_value(u)) {
             Some(mut usage @ Value::Object(_)) => {
                 ensure_usage_details(&mut usage);
                 self.usage = parse_usage(&usage);
-                self.usage_json = Some(raw(&usage));
+                self.usage_json = Some(raw_or_null(&usage));
                 true
             }
             _ => false,
@@ -180,15 +180,10 @@ fn choices(choices: &RawValue) -> (bool, bool) {
     (!items.is_empty(), finishes)
 }
 
-/// A member's value as a tree (it was checked as JSON already).
-fn parse_member(member: &RawValue) -> Value {
-    serde_json::from_str(member.get()).unwrap_or(Value::Null)
-}
-
-/// A value as JSON text (writing a `Value` does not fail: its keys are
-/// strings).
-fn raw(value: &Value) -> Box<RawValue> {
-    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
+/// A value as JSON text (`null` if it could not be written, which does
+/// not happen in practice).
+fn raw_or_null(value: &Value) -> Box<RawValue> {
+    raw(value).unwrap_or_else(|| RawValue::NULL.to_owned())
 }
 
 /// Members written out as one JSON object (it does not fail: the keys are
