@@ -18,6 +18,9 @@ mod stream;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use crate::canonical::Usage;
+use crate::openai_chat::{ensure_usage_details, parse_usage};
+
 pub use request::{prepare_request, PreparedRequest};
 pub use response::{finish_response, FinishedResponse};
 pub use stream::{StreamClose, StreamRelay};
@@ -40,4 +43,26 @@ fn raw(value: &Value) -> Option<Box<RawValue>> {
 /// A spliced member's value as a tree (it was checked as JSON already).
 fn member_value(member: &RawValue) -> Value {
     serde_json::from_str(member.get()).unwrap_or(Value::Null)
+}
+
+/// A vendor's `usage` member, read for the bill and for the client.
+struct VendorUsage {
+    billed: Option<Usage>,
+    /// The usage with the details clients expect filled in
+    /// ([`ensure_usage_details`]), to splice in instead of the vendor's;
+    /// `None` when the vendor's had them all and goes on as written.
+    filled: Option<Box<RawValue>>,
+}
+
+/// Reads a `usage` member; `None` when it is not an object (no report).
+fn read_usage(member: &RawValue) -> Option<VendorUsage> {
+    let Value::Object(object) = member_value(member) else {
+        return None;
+    };
+    let mut usage = Value::Object(object);
+    let added = ensure_usage_details(&mut usage);
+    Some(VendorUsage {
+        billed: parse_usage(&usage),
+        filled: if added { raw(&usage) } else { None },
+    })
 }

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::raw;
+use super::{raw, read_usage};
 use crate::canonical::Usage;
 use crate::errors::read_vendor_error;
 use crate::json::{parse_upstream_object, set_model, to_bytes};
@@ -46,20 +46,12 @@ pub fn finish_response(
     };
     members.insert("model", &model);
     let mut usage = None;
-    let usage_raw;
-    if let Some(Value::Object(object)) = members
-        .get("usage")
-        .and_then(|u| serde_json::from_str::<Value>(u.get()).ok())
-    {
-        let mut value = Value::Object(object);
-        let added = ensure_usage_details(&mut value);
-        usage = parse_usage(&value);
-        if added {
-            let Some(text) = raw(&value) else {
-                return finish_parsed(body, client_model);
-            };
-            usage_raw = text;
-            members.insert("usage", &usage_raw);
+    let filled;
+    if let Some(read) = members.get("usage").and_then(|u| read_usage(u)) {
+        usage = read.billed;
+        filled = read.filled;
+        if let Some(text) = &filled {
+            members.insert("usage", text);
         }
     }
     Ok(FinishedResponse {

@@ -3,11 +3,10 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{client_wants_usage, member_value, raw};
+use super::{client_wants_usage, raw, read_usage};
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
 use crate::json::{parse_stream_chunk, to_bytes, to_text};
-use crate::openai_chat::{ensure_usage_details, parse_usage};
 use crate::redact::clean_message;
 use crate::TranslateError;
 
@@ -101,23 +100,23 @@ impl StreamRelay {
             return Ok(out);
         }
         chunk.insert("model".to_owned(), &self.client_model);
-        let carries_usage = match chunk.get("usage").map(|u| member_value(u)) {
-            Some(mut usage @ Value::Object(_)) => {
-                ensure_usage_details(&mut usage);
-                self.usage = parse_usage(&usage);
-                self.usage_json = Some(raw_or_null(&usage));
-                true
-            }
-            _ => false,
-        };
+        let report = chunk
+            .get("usage")
+            .and_then(|member| Some((*member, read_usage(member)?)));
+        let carries_usage = report.is_some();
+        if let Some((member, read)) = report {
+            self.usage = read.billed;
+            self.usage_json = Some(read.filled.unwrap_or_else(|| member.to_owned()));
+        }
         if let (true, Some(usage)) = (carries_usage, &self.usage_json) {
             chunk.insert("usage".to_owned(), usage);
         }
+        // Every chunk shows `usage`, `null` where it has none (spec §2.9).
+        chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
         let (has_choices, finishes) = chunk.get("choices").map_or((false, false), |c| choices(c));
         self.finished |= finishes;
 
         if self.client_wants_usage {
-            chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
             return Ok(vec![write(&chunk)]);
         }
         if carries_usage && !has_choices {
@@ -128,7 +127,6 @@ impl StreamRelay {
         }
         // Whatever is held goes first so the client sees chunks in order.
         let mut out = release(&mut self.held, None);
-        chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
         if finishes && !carries_usage {
             self.held = Some(write(&chunk));
         } else {
