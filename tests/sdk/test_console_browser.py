@@ -29,9 +29,9 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 from conftest import ROOT, Stack
@@ -86,11 +86,20 @@ def _submit(driver: WebDriver, form_css: str, fields: dict[str, str]) -> None:
 
 
 def _click_and_wait(driver: WebDriver, button) -> None:
-    """Clicks a form's button and waits until the next page replaced this one."""
-    page = driver.find_element(By.TAG_NAME, "html")
+    """Clicks a form's button and waits until the next page replaced this one.
+
+    The old page is marked with a script variable, and the wait is over when
+    the current document lacks the mark and has loaded. Holding an element of
+    the old page and waiting for it to go stale does not work everywhere: some
+    chromedriver versions answer a lookup of a node from a replaced document
+    with an "unknown error" rather than a stale-element error. While the
+    browser is between documents a script may fail too; the wait retries then.
+    """
+    driver.execute_script("window.__gatewayOldPage = true")
     button.click()
-    WebDriverWait(driver, WAIT_S).until(expected_conditions.staleness_of(page))
-    WebDriverWait(driver, WAIT_S).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return !window.__gatewayOldPage && document.readyState === 'complete'")
+    )
 
 
 def _heading(driver: WebDriver) -> str:
