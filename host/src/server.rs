@@ -96,6 +96,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         .pool_idle_timeout(std::time::Duration::from_secs(90))
         .tcp_nodelay(true)
         .build()?;
+    let vendors = crate::relay::vendor::VendorClient::new(config.limits.connect_timeout)?;
 
     let first_seen = store
         .first_seen(crate::state::model_names(&config), now)
@@ -122,6 +123,7 @@ pub async fn start(config: Config, clock: Option<Arc<ManualClock>>) -> anyhow::R
         ledger,
         plugins,
         http,
+        vendors,
     });
 
     let fixed = crate::video::poller::reconcile(&state).await?;

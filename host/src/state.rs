@@ -119,7 +119,10 @@ pub struct AppState {
     pub store: Store,
     pub ledger: Arc<Ledger>,
     pub plugins: Arc<Plugins>,
+    /// The video API's vendor calls (downloads follow redirects).
     pub http: reqwest::Client,
+    /// Text calls' vendor client (`relay::vendor`).
+    pub vendors: crate::relay::vendor::VendorClient,
     /// Swapped whole by a reload; read it through [`AppState::catalog`].
     pub(crate) catalog: ArcSwap<Catalog>,
     /// Held while a reload runs, so two never interleave.

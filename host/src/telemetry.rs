@@ -147,10 +147,18 @@ pub fn inject(b: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     if !on() {
         return b;
     }
-    let cx = tracing::Span::current().context();
     let mut headers = HeaderMap::new();
-    TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(&mut headers));
+    inject_headers(&mut headers);
     b.headers(headers)
+}
+
+/// [`inject`], into a request's headers.
+pub fn inject_headers(headers: &mut HeaderMap) {
+    if !on() {
+        return;
+    }
+    let cx = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(headers));
 }
 
 struct Headers<'a>(&'a HeaderMap);

@@ -8,3 +8,4 @@ pub mod relayed;
 pub mod stream;
 pub mod text;
 pub mod upstream;
+pub mod vendor;

@@ -84,12 +84,17 @@ const HELD_EVENTS: usize = 16;
 pub(crate) async fn start(
     mut session: AdapterSession,
     translator: ResourceAny,
-    upstream: reqwest::Response,
+    upstream: super::vendor::VendorBody,
     protocol: Protocol,
     idle_timeout: Duration,
 ) -> Result<Opened, StartFailed> {
-    let mut events: VendorEvents =
-        Box::pin(sse::events(upstream.bytes_stream(), sse::DEFAULT_MAX_PENDING).fuse());
+    let mut events: VendorEvents = Box::pin(
+        sse::events(
+            super::vendor::bytes_stream(upstream),
+            sse::DEFAULT_MAX_PENDING,
+        )
+        .fuse(),
+    );
     let mut first: Vec<SseEvent> = Vec::new();
     loop {
         let next = next_event(

@@ -10,7 +10,8 @@ use super::form::ClientForm;
 use super::health::Outcome;
 use super::relayed;
 use super::stream::{self, StartFailed};
-use super::upstream::{self, ClientPayload, SendError};
+use super::upstream::{ClientPayload, SendError};
+use super::vendor::{self, VendorBody};
 use crate::auth::Caller;
 use crate::billing::usage::{Meter, Usage};
 use crate::config::ChannelConfig;
@@ -257,7 +258,7 @@ enum Answer {
     Relay {
         status: StatusCode,
         content_type: Option<HeaderValue>,
-        upstream: reqwest::Response,
+        upstream: VendorBody,
         usage: Usage,
     },
 }
@@ -373,7 +374,7 @@ async fn try_channels(
                 // The vendor has done the work once its answer begins: billed
                 // now, whatever happens to the bytes on their way.
                 charge.settle(Some(&usage), status.as_u16(), None).await;
-                let mut out = Response::new(Body::from_stream(upstream.bytes_stream()));
+                let mut out = Response::new(Body::new(upstream));
                 *out.status_mut() = status;
                 if let Some(ct) = content_type {
                     out.headers_mut().insert(header::CONTENT_TYPE, ct);
@@ -512,7 +513,9 @@ async fn attempt(
         None => ClientPayload::Bytes(&req.body),
     };
     // A request the adapter built wrongly is the adapter's fault.
-    let builder = upstream::build(&state.http, channel, plugin.auth, outbound, payload)
+    let prepared = state
+        .vendors
+        .prepare(channel, plugin.auth, outbound, payload)
         .map_err(Failed::retry)?;
     let head_timeout = if req.stream {
         limits.stream_idle_timeout
@@ -520,7 +523,7 @@ async fn attempt(
         limits.upstream_timeout
     };
     let sent = Instant::now();
-    let resp = upstream::send(builder, head_timeout).await;
+    let resp = prepared.send(head_timeout).await;
     state.metrics.upstream(&channel.name, sent.elapsed());
     let resp = match resp {
         Ok(r) => r,
@@ -541,7 +544,7 @@ async fn attempt(
         // status line must not hold the call's money and slot for ever.
         let body = tokio::time::timeout(
             limits.upstream_timeout,
-            read_capped(resp, limits.max_body_bytes),
+            vendor::read_capped(resp.into_body(), limits.max_body_bytes),
         )
         .await
         .ok()
@@ -586,7 +589,7 @@ async fn attempt(
         return Ok(Answer::Relay {
             status,
             content_type: resp.headers().get(header::CONTENT_TYPE).cloned(),
-            upstream: resp,
+            upstream: resp.into_body(),
             usage,
         });
     }
@@ -599,7 +602,7 @@ async fn attempt(
         let started = stream::start(
             session,
             translator,
-            resp,
+            resp.into_body(),
             req.protocol.protocol,
             limits.stream_idle_timeout,
         );
@@ -620,7 +623,7 @@ async fn attempt(
     }
     let read = tokio::time::timeout(
         limits.upstream_timeout,
-        read_capped(resp, limits.max_body_bytes),
+        vendor::read_capped(resp.into_body(), limits.max_body_bytes),
     );
     let answer_body = match read.await {
         Ok(Ok(b)) => b,
@@ -653,21 +656,6 @@ async fn attempt(
         body: answer.body,
         usage: answer.usage,
     })
-}
-
-/// Reads a whole upstream body, refusing more than `cap` bytes.
-pub async fn read_capped(resp: reqwest::Response, cap: usize) -> Result<Bytes, String> {
-    use futures_util::StreamExt;
-    let mut out = Vec::new();
-    let mut s = resp.bytes_stream();
-    while let Some(chunk) = s.next().await {
-        let chunk = chunk.map_err(|e| upstream::describe(&e))?;
-        if out.len() + chunk.len() > cap {
-            return Err(format!("the answer exceeds {cap} bytes"));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(Bytes::from(out))
 }
 
 /// Headers of a streamed answer.

@@ -345,7 +345,10 @@ async fn read_answer(state: &SharedState, resp: reqwest::Response) -> Result<byt
     let limit = state.config.video.content_timeout;
     match tokio::time::timeout(
         limit,
-        crate::relay::text::read_capped(resp, MAX_ANSWER_BYTES),
+        crate::relay::vendor::read_capped(
+            axum::http::Response::from(resp).into_body(),
+            MAX_ANSWER_BYTES,
+        ),
     )
     .await
     {
