@@ -7,5 +7,6 @@ pub mod health;
 pub mod relayed;
 pub mod stream;
 pub mod text;
+mod typed_text;
 pub mod upstream;
 pub mod vendor;

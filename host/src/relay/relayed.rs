@@ -58,9 +58,8 @@ impl Relayed {
     pub fn observe(&mut self, events: &[SseEvent]) {
         for ev in events {
             // `[DONE]` and other non-JSON payloads carry no text.
-            if let Ok(data) = serde_json::from_str::<Value>(&ev.data) {
-                event_text(self.protocol, &data, &mut self.text);
-                self.remember_chunk(&ev.data, &data);
+            if read_event(self.protocol, &ev.data, &mut self.text) == Some(true) {
+                self.remember_chunk(&ev.data);
             }
         }
         if self.text.len() > HELD_TEXT {
@@ -88,12 +87,12 @@ impl Relayed {
         self.text.drain(..cut);
     }
 
-    fn remember_chunk(&mut self, text: &str, data: &Value) {
+    /// Keeps an event that is a JSON object as the latest chunk.
+    fn remember_chunk(&mut self, text: &str) {
         if matches!(
             self.protocol,
             Protocol::OpenaiChat | Protocol::OpenaiCompletions
-        ) && data.is_object()
-        {
+        ) {
             self.last_chunk.clear();
             self.last_chunk.push_str(text);
         }
@@ -122,12 +121,21 @@ impl Relayed {
 
 /// Whether a client event carries generated text (the answer has begun).
 pub fn carries_text(protocol: Protocol, ev: &SseEvent) -> bool {
-    let Ok(data) = serde_json::from_str::<Value>(&ev.data) else {
-        return false;
-    };
     let mut text = String::new();
-    event_text(protocol, &data, &mut text);
+    read_event(protocol, &ev.data, &mut text);
     !text.is_empty()
+}
+
+/// Appends the generated text of one event to `out` (typed, and as a tree
+/// when the typed read does not apply: `typed_text`); returns whether the
+/// event is a JSON object, `None` when it is not JSON.
+fn read_event(protocol: Protocol, data: &str, out: &mut String) -> Option<bool> {
+    if let Some(object) = super::typed_text::read(protocol, data, out) {
+        return Some(object);
+    }
+    let data = serde_json::from_str::<Value>(data).ok()?;
+    event_text(protocol, &data, out);
+    Some(data.is_object())
 }
 
 /// The message of a client event that reports an error instead of an
@@ -178,7 +186,7 @@ fn push_json(out: &mut String, v: &Value) {
 }
 
 /// The generated text in one stream event of `protocol`, appended to `out`.
-fn event_text(protocol: Protocol, data: &Value, out: &mut String) {
+pub(crate) fn event_text(protocol: Protocol, data: &Value, out: &mut String) {
     match protocol {
         Protocol::OpenaiChat => each(&data["choices"], |choice| {
             let d = &choice["delta"];
@@ -309,6 +317,18 @@ mod tests {
             data: "[DONE]".into(),
         }]);
         assert!(!done.any());
+    }
+
+    #[test]
+    fn an_event_the_typed_read_leaves_is_read_as_a_tree() {
+        // A member written twice: the tree keeps the last.
+        let mut r = Relayed::new(Protocol::OpenaiChat, Encoding::O200kBase);
+        r.observe(&[SseEvent {
+            event: None,
+            data: r#"{"choices": [{"delta": {"content": "first", "content": "last"}}]}"#.into(),
+        }]);
+        assert_eq!(r.text, "last");
+        assert!(!r.last_chunk.is_empty());
     }
 
     #[test]
