@@ -374,7 +374,7 @@ async fn try_channels(
                 // The vendor has done the work once its answer begins: billed
                 // now, whatever happens to the bytes on their way.
                 charge.settle(Some(&usage), status.as_u16(), None).await;
-                let mut out = Response::new(Body::new(upstream));
+                let mut out = Response::new(Body::from_stream(vendor::bytes_stream(upstream)));
                 *out.status_mut() = status;
                 if let Some(ct) = content_type {
                     out.headers_mut().insert(header::CONTENT_TYPE, ct);
