@@ -432,7 +432,7 @@ mod tests {
     ];
 
     /// The member names the readers look for, and one they do not.
-    const KEYS: [&str; 22] = [
+    const KEYS: [&str; 21] = [
         "choices",
         "delta",
         "content",
@@ -454,7 +454,6 @@ mod tests {
         "args",
         "index",
         "other",
-        "type",
     ];
 
     /// Strings, the event types the readers look for among them, with
