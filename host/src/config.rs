@@ -28,6 +28,18 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
 }
 
+/// A vendor key the gateway can send in a request header: no newline or
+/// other control character (checked here, not when the first call fails).
+fn sendable(field: &str, key: String) -> Result<String, ConfigError> {
+    if axum::http::HeaderValue::from_str(&key).is_err() {
+        return Err(invalid(
+            field,
+            "cannot be sent in an HTTP header (it has a newline or another control character)",
+        ));
+    }
+    Ok(key)
+}
+
 pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
@@ -1157,7 +1169,7 @@ fn resolve(
             key: c
                 .key
                 .as_deref()
-                .map(|k| secret(&f("key"), k, env))
+                .map(|k| sendable(&f("key"), secret(&f("key"), k, env)?))
                 .transpose()?,
             base_url: c.base_url.trim_end_matches('/').to_string(),
             base: url,
@@ -1383,6 +1395,9 @@ model_map = { m1 = "upstream-m1" }
             .contains("channels[0].base_url"));
         assert!(
             err_of(&MINIMAL.replace("env:VENDOR_KEY", "env:MISSING")).contains("channels[0].key")
+        );
+        assert!(
+            err_of(&MINIMAL.replace("env:VENDOR_KEY", "sk-a\\nb")).contains("channels[0].key")
         );
         assert!(
             err_of(&MINIMAL.replace("output_price = 4.4", "output_price = \"x\""))
