@@ -1396,9 +1396,7 @@ model_map = { m1 = "upstream-m1" }
         assert!(
             err_of(&MINIMAL.replace("env:VENDOR_KEY", "env:MISSING")).contains("channels[0].key")
         );
-        assert!(
-            err_of(&MINIMAL.replace("env:VENDOR_KEY", "sk-a\\nb")).contains("channels[0].key")
-        );
+        assert!(err_of(&MINIMAL.replace("env:VENDOR_KEY", "sk-a\\nb")).contains("channels[0].key"));
         assert!(
             err_of(&MINIMAL.replace("output_price = 4.4", "output_price = \"x\""))
                 .contains("models[0].output_price")

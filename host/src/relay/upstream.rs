@@ -6,6 +6,7 @@ use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::AuthScheme;
 use crate::plugins::session::{OutboundBody, OutboundRequest};
+use axum::http::{header, HeaderName, HeaderValue};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -76,13 +77,8 @@ pub fn build(
     let mut b = http
         .request(req.method, url(channel, &req.path)?)
         .headers(req.headers);
-    if let Some(key) = &channel.key {
-        b = match auth {
-            AuthScheme::Bearer => b.bearer_auth(key),
-            AuthScheme::XApiKey => b.header("x-api-key", key),
-            AuthScheme::XGoogApiKey => b.header("x-goog-api-key", key),
-            AuthScheme::None => b,
-        };
+    if let Some((name, value)) = credential(channel, auth)? {
+        b = b.header(name, value);
     }
     Ok(match (req.body, client) {
         (OutboundBody::Bytes(bytes), _) if bytes.is_empty() => b,
@@ -103,6 +99,49 @@ pub fn build(
             ))
         }
     })
+}
+
+/// The header that carries the channel's key where the adapter asked for
+/// it (marked sensitive, so it stays out of debug output); `None` for a
+/// channel without a key or an adapter that wants none. Both clients
+/// (`build`, `relay::vendor`) send it so.
+pub fn credential(
+    channel: &ChannelConfig,
+    auth: AuthScheme,
+) -> Result<Option<(HeaderName, HeaderValue)>, ApiError> {
+    let Some(key) = &channel.key else {
+        return Ok(None);
+    };
+    let (name, value) = match auth {
+        AuthScheme::Bearer => (header::AUTHORIZATION, format!("Bearer {key}")),
+        AuthScheme::XApiKey => (HeaderName::from_static("x-api-key"), key.clone()),
+        AuthScheme::XGoogApiKey => (HeaderName::from_static("x-goog-api-key"), key.clone()),
+        AuthScheme::None => return Ok(None),
+    };
+    // The config check refuses such keys (`config::sendable`).
+    let mut value = HeaderValue::try_from(value)
+        .map_err(|_| ApiError::internal("the channel's key is not a valid header value"))?;
+    value.set_sensitive(true);
+    Ok(Some((name, value)))
+}
+
+/// What clients are told of a failed connection.
+pub const CONNECT_FAILED: &str = "the upstream refused or dropped the connection";
+/// ... of another failure sending the request.
+pub const REQUEST_FAILED: &str = "the upstream request failed";
+/// ... of a failure reading the answer.
+pub const READ_FAILED: &str = "reading the upstream's answer failed";
+
+/// `what`, then `first` and each error it was caused by, `: `-separated.
+pub fn with_sources(what: &str, first: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut text = String::from(what);
+    let mut src = first;
+    while let Some(s) = src {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        src = s.source();
+    }
+    text
 }
 
 /// Sends and waits for the response head, at most `timeout`.
@@ -131,20 +170,15 @@ pub fn describe(e: &reqwest::Error) -> String {
         return "the upstream did not answer in time".into();
     }
     if e.is_connect() {
-        return "the upstream refused or dropped the connection".into();
+        return CONNECT_FAILED.into();
     }
-    let mut text = String::from(if e.is_body() || e.is_decode() {
-        "reading the upstream's answer failed"
+    let what = if e.is_body() || e.is_decode() {
+        READ_FAILED
     } else {
-        "the upstream request failed"
-    });
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    text
+        REQUEST_FAILED
+    };
+    // Not `e` itself: reqwest's own message names the URL.
+    with_sources(what, std::error::Error::source(e))
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::AuthScheme;
 use crate::plugins::session::{OutboundBody, OutboundRequest};
-use axum::http::{header, HeaderName, HeaderValue, Request, Response, Uri};
+use axum::http::{header, HeaderValue, Request, Response, Uri};
 use bytes::Bytes;
 use futures_util::{Stream, TryStreamExt};
 use http_body_util::{BodyDataStream, BodyExt, Either, Full, Limited};
@@ -39,9 +39,6 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-const X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
-const X_GOOG_API_KEY: HeaderName = HeaderName::from_static("x-goog-api-key");
 
 /// How long an idle pooled connection to a vendor is kept.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -175,18 +172,7 @@ impl VendorClient {
         headers
             .entry(header::ACCEPT)
             .or_insert(HeaderValue::from_static("*/*"));
-        let credential = match (&channel.key, auth) {
-            (Some(key), AuthScheme::Bearer) => {
-                Some((header::AUTHORIZATION, format!("Bearer {key}")))
-            }
-            (Some(key), AuthScheme::XApiKey) => Some((X_API_KEY, key.clone())),
-            (Some(key), AuthScheme::XGoogApiKey) => Some((X_GOOG_API_KEY, key.clone())),
-            (Some(_), AuthScheme::None) | (None, _) => None,
-        };
-        if let Some((name, value)) = credential {
-            let mut value = HeaderValue::try_from(value)
-                .map_err(|_| ApiError::internal("the channel's key is not a valid header value"))?;
-            value.set_sensitive(true);
+        if let Some((name, value)) = upstream::credential(channel, auth)? {
             headers.insert(name, value);
         }
         let mut request = Request::new(Full::new(body));
@@ -252,26 +238,15 @@ fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
 fn describe_send(e: &hyper_util::client::legacy::Error) -> String {
     tracing::debug!("upstream transport error: {e:?}");
     if e.is_connect() {
-        return "the upstream refused or dropped the connection".into();
+        return upstream::CONNECT_FAILED.into();
     }
-    with_sources("the upstream request failed", e)
+    upstream::with_sources(upstream::REQUEST_FAILED, Some(e))
 }
 
 /// A failure reading an answer's body, for clients.
 pub fn describe_read(e: BoxError) -> String {
     tracing::debug!("upstream body error: {e:?}");
-    with_sources("reading the upstream's answer failed", &*e)
-}
-
-fn with_sources(what: &str, e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = String::from(what);
-    let mut src = Some(e);
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    text
+    upstream::with_sources(upstream::READ_FAILED, Some(&*e))
 }
 
 /// The answer's body as a stream of byte chunks; a read failure is
