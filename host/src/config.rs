@@ -500,7 +500,8 @@ pub struct Config {
     pub policies_dir: Option<PathBuf>,
     pub trusted_proxies: Vec<IpNet>,
     /// Threads of the async runtime (`main` builds it); `None`: one per
-    /// core. See `gateway.example.toml` for when fewer serve better.
+    /// core; 1: tokio's current-thread scheduler. See
+    /// `gateway.example.toml` for when fewer serve better.
     pub worker_threads: Option<usize>,
     pub admin: AdminConfig,
     pub limits: LimitsConfig,

@@ -22,6 +22,7 @@ mod policies;
 mod property;
 mod protocols;
 mod reload;
+mod runtime;
 mod sandbox;
 mod tokens;
 mod video;

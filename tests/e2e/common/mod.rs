@@ -824,6 +824,24 @@ impl GatewayProcess {
         (account, key)
     }
 
+    /// Waits (bounded by `limit`) for the process to exit by itself; its
+    /// exit status, or `None` if it is still running.
+    pub async fn exit_within(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if started.elapsed() >= limit {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn kill(mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
@@ -866,6 +884,17 @@ pub fn process_config(dir: &Path, sim_url: &str, extra: &str) -> PathBuf {
 
 /// The same, with extra `[limits]` keys.
 pub fn process_config_with_limits(dir: &Path, sim_url: &str, limits: &str, extra: &str) -> PathBuf {
+    process_config_full(dir, sim_url, "", limits, extra)
+}
+
+/// The same, with extra top-level keys (`top`, before any table) too.
+pub fn process_config_full(
+    dir: &Path,
+    sim_url: &str,
+    top: &str,
+    limits: &str,
+    extra: &str,
+) -> PathBuf {
     let adapters = dir.join("adapters");
     let policies = dir.join("policies");
     std::fs::create_dir_all(&adapters).unwrap();
@@ -890,6 +919,7 @@ listen = "127.0.0.1:0"
 data_dir = "data"
 adapters_dir = "adapters"
 policies_dir = "policies"
+{top}
 [admin]
 listen = "127.0.0.1:0"
 key = "{ADMIN_KEY}"

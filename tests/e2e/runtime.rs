@@ -1,0 +1,183 @@
+//! A gateway with one runtime thread (`worker_threads = 1`, tokio's
+//! current-thread scheduler, as the bench runs it): everything the process
+//! does, from accepting connections to the background tasks, shares that one
+//! thread. It serves concurrent plain and streamed calls, lets the streams
+//! in flight finish when told to stop, and its books add up after a restart.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const ONE_THREAD: &str = "worker_threads = 1";
+
+/// A chat call; `Some(usage)` when the client got a complete, successful
+/// answer (a stream only once it reached `[DONE]`).
+async fn call(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    text: &str,
+    stream: bool,
+) -> Option<Value> {
+    let body = json!({"model": "gpt-4o-mini", "max_tokens": 200, "stream": stream,
+        "messages": [{"role": "user", "content": text}]});
+    let resp = http
+        .post(format!("http://{base}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .ok()?;
+    if resp.status() != 200 {
+        return None;
+    }
+    let text = resp.text().await.ok()?;
+    if !stream {
+        let v: Value = serde_json::from_str(&text).ok()?;
+        return Some(v["usage"].clone());
+    }
+    if !text.contains("data: [DONE]") {
+        return None;
+    }
+    let last = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .last()?;
+    let v: Value = serde_json::from_str(last).ok()?;
+    Some(v["usage"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_the_books() {
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config_full(dir.path(), &sim.base_url(), ONE_THREAD, "", "");
+    let http = reqwest::Client::new();
+    let mut gw = GatewayProcess::start(&config);
+    let (account, key) = gw.account_and_key(&http, "100").await;
+
+    // Twelve clients at once, every third call streamed: all complete.
+    let mut clients = Vec::new();
+    for c in 0..12 {
+        let (http, base, key) = (http.clone(), gw.public.clone(), key.clone());
+        clients.push(tokio::spawn(async move {
+            let mut usages = Vec::new();
+            for n in 0..15 {
+                let i = c * 15 + n;
+                let usage = call(
+                    &http,
+                    &base,
+                    &key,
+                    &format!("one thread, call {i}"),
+                    i % 3 == 0,
+                )
+                .await;
+                usages.push(usage.unwrap_or_else(|| panic!("call {i} did not complete")));
+            }
+            usages
+        }));
+    }
+    let mut usages = Vec::new();
+    for c in clients {
+        usages.extend(c.await.unwrap());
+    }
+    assert_eq!(usages.len(), 180);
+
+    // Four slow streams are in flight (their first chunk has arrived) when
+    // the process is told to stop: each still ends with `[DONE]`, then the
+    // process exits cleanly.
+    let slow = "drain me [[sim:words=12,delta_delay_ms=25]]";
+    let mut streams = Vec::new();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::channel::<()>(4);
+    for _ in 0..4 {
+        let body = json!({"model": "gpt-4o-mini", "max_tokens": 200, "stream": true,
+            "messages": [{"role": "user", "content": slow}]});
+        let resp = http
+            .post(format!("http://{}/v1/chat/completions", gw.public))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let started = started_tx.clone();
+        streams.push(tokio::spawn(async move {
+            let mut resp = resp;
+            let mut text = String::new();
+            let mut told = false;
+            while let Ok(Some(chunk)) = resp.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+                if !told && text.contains("data: ") {
+                    told = true;
+                    let _ = started.send(()).await;
+                }
+            }
+            text
+        }));
+    }
+    for _ in 0..4 {
+        tokio::time::timeout(Duration::from_secs(10), started_rx.recv())
+            .await
+            .expect("every slow stream started");
+    }
+    gw.signal("TERM");
+    for s in streams {
+        let text = s.await.unwrap();
+        assert!(
+            text.contains("data: [DONE]"),
+            "a stream in flight at SIGTERM finished: {text}"
+        );
+        let last = text
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .last()
+            .unwrap();
+        let v: Value = serde_json::from_str(last).unwrap();
+        usages.push(v["usage"].clone());
+    }
+    let status = gw.exit_within(Duration::from_secs(15)).await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the process exited cleanly: {status:?}"
+    );
+
+    // Restarted (one thread again): no hold is left, the ledger adds up and
+    // every completed call is charged what its usage says, once.
+    let gw = GatewayProcess::start(&config);
+    let holds = admin_at(
+        &http,
+        &gw.admin,
+        reqwest::Method::GET,
+        "/admin/v1/holds",
+        None,
+    )
+    .await;
+    assert_eq!(holds["data"], json!([]), "no hold survives the restart");
+    let a = admin_at(
+        &http,
+        &gw.admin,
+        reqwest::Method::GET,
+        &format!("/admin/v1/accounts/{account}"),
+        None,
+    )
+    .await;
+    assert_eq!(a["balance"], a["ledger_sum"]);
+    let rows = admin_at(
+        &http,
+        &gw.admin,
+        reqwest::Method::GET,
+        "/admin/v1/usage?limit=1000",
+        None,
+    )
+    .await;
+    let rows = rows["data"].as_array().unwrap();
+    assert_eq!(rows.len(), usages.len(), "one usage row per completed call");
+    let expected: i64 = usages.iter().map(expected_cost).sum();
+    let charged: i64 = rows.iter().map(|r| r["cost"].as_i64().unwrap()).sum();
+    assert_eq!(charged, expected);
+    assert_eq!(50_000_000 - a["balance"].as_i64().unwrap(), charged);
+    gw.kill();
+    sim.shutdown().await;
+}
