@@ -7,47 +7,6 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One client call; `Some((request id, usage))` when the client got a
-/// complete, successful answer.
-async fn call(http: &reqwest::Client, base: &str, key: &str, i: usize) -> Option<(String, Value)> {
-    let stream = i.is_multiple_of(3);
-    let body = json!({"model": "gpt-4o-mini", "max_tokens": 200, "stream": stream,
-        "messages": [{"role": "user", "content": format!("crash test call {i}")}]});
-    let resp = http
-        .post(format!("http://{base}/v1/chat/completions"))
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .ok()?;
-    if resp.status() != 200 {
-        return None;
-    }
-    let rid = resp
-        .headers()
-        .get("x-request-id")?
-        .to_str()
-        .ok()?
-        .to_string();
-    let text = resp.text().await.ok()?;
-    if !stream {
-        let v: Value = serde_json::from_str(&text).ok()?;
-        return Some((rid, v["usage"].clone()));
-    }
-    // A stream counts as seen only if it reached [DONE]; its usage is on the
-    // last chunk.
-    if !text.contains("data: [DONE]") {
-        return None;
-    }
-    let last = text
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .last()?;
-    let v: Value = serde_json::from_str(last).ok()?;
-    Some((rid, v["usage"].clone()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     let sim = start_sim().await;
@@ -76,7 +35,7 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     break;
                 }
-                if let Some(ok) = call(&http, &base, &key, w * 10_000 + n).await {
+                if let Some(ok) = billed_call(&http, &base, &key, w * 10_000 + n).await {
                     seen.lock().unwrap().push(ok);
                 }
             }
@@ -99,33 +58,11 @@ async fn sigkill_mid_load_loses_no_settled_charge_and_leaves_no_hold() {
     );
 
     let gw = GatewayProcess::start(&config);
-    let holds = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        "/admin/v1/holds",
-        None,
-    )
-    .await;
-    assert_eq!(holds["data"], json!([]), "no hold survives the restart");
-    let a = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        &format!("/admin/v1/accounts/{account}"),
-        None,
-    )
-    .await;
+    let books = gw.books(&http, &account).await;
+    assert_eq!(books.holds, json!([]), "no hold survives the restart");
+    let a = &books.account;
     assert_eq!(a["balance"], a["ledger_sum"]);
-    let usage = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        "/admin/v1/usage?limit=10000",
-        None,
-    )
-    .await;
-    let rows = usage["data"].as_array().unwrap();
+    let rows = &books.usage;
     for (rid, u) in &seen {
         let row = rows
             .iter()

@@ -5,48 +5,10 @@
 //! in flight finish when told to stop, and its books add up after a restart.
 
 use crate::common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
 
 const ONE_THREAD: &str = "worker_threads = 1";
-
-/// A chat call; `Some(usage)` when the client got a complete, successful
-/// answer (a stream only once it reached `[DONE]`).
-async fn call(
-    http: &reqwest::Client,
-    base: &str,
-    key: &str,
-    text: &str,
-    stream: bool,
-) -> Option<Value> {
-    let body = json!({"model": "gpt-4o-mini", "max_tokens": 200, "stream": stream,
-        "messages": [{"role": "user", "content": text}]});
-    let resp = http
-        .post(format!("http://{base}/v1/chat/completions"))
-        .bearer_auth(key)
-        .json(&body)
-        .send()
-        .await
-        .ok()?;
-    if resp.status() != 200 {
-        return None;
-    }
-    let text = resp.text().await.ok()?;
-    if !stream {
-        let v: Value = serde_json::from_str(&text).ok()?;
-        return Some(v["usage"].clone());
-    }
-    if !text.contains("data: [DONE]") {
-        return None;
-    }
-    let last = text
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .last()?;
-    let v: Value = serde_json::from_str(last).ok()?;
-    Some(v["usage"].clone())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_the_books() {
@@ -57,7 +19,7 @@ async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_
     let mut gw = GatewayProcess::start(&config);
     let (account, key) = gw.account_and_key(&http, "100").await;
 
-    // Twelve clients at once, every third call streamed: all complete.
+    // Twelve clients at once (every third call streamed): all complete.
     let mut clients = Vec::new();
     for c in 0..12 {
         let (http, base, key) = (http.clone(), gw.public.clone(), key.clone());
@@ -65,15 +27,10 @@ async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_
             let mut usages = Vec::new();
             for n in 0..15 {
                 let i = c * 15 + n;
-                let usage = call(
-                    &http,
-                    &base,
-                    &key,
-                    &format!("one thread, call {i}"),
-                    i % 3 == 0,
-                )
-                .await;
-                usages.push(usage.unwrap_or_else(|| panic!("call {i} did not complete")));
+                let (_, usage) = billed_call(&http, &base, &key, i)
+                    .await
+                    .unwrap_or_else(|| panic!("call {i} did not complete"));
+                usages.push(usage);
             }
             usages
         }));
@@ -124,18 +81,9 @@ async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_
     gw.signal("TERM");
     for s in streams {
         let text = s.await.unwrap();
-        assert!(
-            text.contains("data: [DONE]"),
-            "a stream in flight at SIGTERM finished: {text}"
-        );
-        let last = text
-            .split("\n\n")
-            .filter_map(|e| e.strip_prefix("data: "))
-            .filter(|d| *d != "[DONE]")
-            .last()
-            .unwrap();
-        let v: Value = serde_json::from_str(last).unwrap();
-        usages.push(v["usage"].clone());
+        let usage = finished_stream_usage(&text)
+            .unwrap_or_else(|| panic!("a stream in flight at SIGTERM did not finish: {text}"));
+        usages.push(usage);
     }
     let status = gw.exit_within(Duration::from_secs(15)).await;
     assert!(
@@ -146,33 +94,10 @@ async fn one_runtime_thread_serves_concurrent_calls_drains_on_sigterm_and_keeps_
     // Restarted (one thread again): no hold is left, the ledger adds up and
     // every completed call is charged what its usage says, once.
     let gw = GatewayProcess::start(&config);
-    let holds = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        "/admin/v1/holds",
-        None,
-    )
-    .await;
-    assert_eq!(holds["data"], json!([]), "no hold survives the restart");
-    let a = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        &format!("/admin/v1/accounts/{account}"),
-        None,
-    )
-    .await;
+    let books = gw.books(&http, &account).await;
+    assert_eq!(books.holds, json!([]), "no hold survives the restart");
+    let (a, rows) = (&books.account, &books.usage);
     assert_eq!(a["balance"], a["ledger_sum"]);
-    let rows = admin_at(
-        &http,
-        &gw.admin,
-        reqwest::Method::GET,
-        "/admin/v1/usage?limit=1000",
-        None,
-    )
-    .await;
-    let rows = rows["data"].as_array().unwrap();
     assert_eq!(rows.len(), usages.len(), "one usage row per completed call");
     let expected: i64 = usages.iter().map(expected_cost).sum();
     let charged: i64 = rows.iter().map(|r| r["cost"].as_i64().unwrap()).sum();

@@ -842,10 +842,34 @@ impl GatewayProcess {
         }
     }
 
+    /// What the process's books show through its admin API: the open
+    /// holds, `account` (with its `balance` and `ledger_sum`) and up to
+    /// 10,000 usage rows.
+    pub async fn books(&self, http: &reqwest::Client, account: &str) -> ProcessBooks {
+        let get = reqwest::Method::GET;
+        let holds = admin_at(http, &self.admin, get.clone(), "/admin/v1/holds", None).await;
+        let path = format!("/admin/v1/accounts/{account}");
+        let account = admin_at(http, &self.admin, get.clone(), &path, None).await;
+        let usage = admin_at(http, &self.admin, get, "/admin/v1/usage?limit=10000", None).await;
+        ProcessBooks {
+            holds: holds["data"].clone(),
+            account,
+            usage: usage["data"].as_array().cloned().unwrap_or_default(),
+        }
+    }
+
     pub fn kill(mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
     }
+}
+
+/// A gateway process's books as [`GatewayProcess::books`] read them.
+pub struct ProcessBooks {
+    /// The open holds (`data` of `GET /admin/v1/holds`).
+    pub holds: Value,
+    pub account: Value,
+    pub usage: Vec<Value>,
 }
 
 impl Drop for GatewayProcess {
@@ -853,6 +877,58 @@ impl Drop for GatewayProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One billed chat call to a gateway process at `base`, every third one
+/// streamed; `Some((request id, usage))` when the client got a complete,
+/// successful answer.
+pub async fn billed_call(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    i: usize,
+) -> Option<(String, Value)> {
+    let stream = i.is_multiple_of(3);
+    let body = json!({"model": "gpt-4o-mini", "max_tokens": 200, "stream": stream,
+        "messages": [{"role": "user", "content": format!("billed call {i}")}]});
+    let resp = http
+        .post(format!("http://{base}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .ok()?;
+    if resp.status() != 200 {
+        return None;
+    }
+    let rid = resp
+        .headers()
+        .get("x-request-id")?
+        .to_str()
+        .ok()?
+        .to_string();
+    let text = resp.text().await.ok()?;
+    if !stream {
+        let v: Value = serde_json::from_str(&text).ok()?;
+        return Some((rid, v["usage"].clone()));
+    }
+    Some((rid, finished_stream_usage(&text)?))
+}
+
+/// The usage of an OpenAI chat stream's text, from its last chunk; `None`
+/// unless the stream reached `[DONE]` (only then did the client see it
+/// complete).
+pub fn finished_stream_usage(text: &str) -> Option<Value> {
+    if !text.contains("data: [DONE]") {
+        return None;
+    }
+    let last = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .last()?;
+    let v: Value = serde_json::from_str(last).ok()?;
+    Some(v["usage"].clone())
 }
 
 /// One admin API call to a gateway process listening at `base`.
