@@ -88,9 +88,7 @@ fn init_logging(
 /// handing tasks between threads; with one thread that buys nothing, and the
 /// current-thread scheduler, which runs ready tasks in the order they became
 /// ready, served the bench's load at c=32 with about a quarter less CPU per
-/// request (87 → 65 µs, measured side by side; README, "Benchmark"). The
-/// server's own accept loop then runs on that thread too, instead of on the
-/// main thread beside the worker.
+/// request (87 → 65 µs, measured side by side; README, "Benchmark").
 fn runtime(worker_threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
     let mut rt = match worker_threads {
         Some(1) => tokio::runtime::Builder::new_current_thread(),

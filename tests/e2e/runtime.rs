@@ -1,7 +1,7 @@
 //! A gateway with one runtime thread (`worker_threads = 1`, tokio's
-//! current-thread scheduler, as the bench runs it): everything the process
-//! does, from accepting connections to the background tasks, shares that one
-//! thread. It serves concurrent plain and streamed calls, lets the streams
+//! current-thread scheduler, as the bench runs it): every task of the
+//! process, from accepting connections to the background jobs, runs on that
+//! one thread. It serves concurrent plain and streamed calls, lets the streams
 //! in flight finish when told to stop, and its books add up after a restart.
 
 use crate::common::*;
