@@ -670,7 +670,11 @@ pub async fn envelope(resp: reqwest::Response, status: u16) -> (String, String) 
 
 /// Reads a whole SSE answer into its `data:` payloads.
 pub async fn sse_data(resp: reqwest::Response) -> Vec<String> {
-    let text = resp.text().await.expect("stream body");
+    sse_payloads(&resp.text().await.expect("stream body"))
+}
+
+/// The data payloads of a server-sent event stream's text, in order.
+pub fn sse_payloads(text: &str) -> Vec<String> {
     text.split("\n\n")
         .filter_map(|ev| {
             let data: Vec<&str> = ev
@@ -919,14 +923,11 @@ pub async fn billed_call(
 /// unless the stream reached `[DONE]` (only then did the client see it
 /// complete).
 pub fn finished_stream_usage(text: &str) -> Option<Value> {
-    if !text.contains("data: [DONE]") {
+    let data = sse_payloads(text);
+    if !data.iter().any(|d| d == "[DONE]") {
         return None;
     }
-    let last = text
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .last()?;
+    let last = data.iter().rfind(|d| *d != "[DONE]")?;
     let v: Value = serde_json::from_str(last).ok()?;
     Some(v["usage"].clone())
 }
