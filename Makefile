@@ -2,7 +2,7 @@
 #   make demo   build, start the upstream simulator and the gateway, print examples
 #   make test   every test: Rust unit + end-to-end, and the Python SDK suite
 #
-# Other targets: build, adapters, run, fuzz, bench, bench-store, fmt, lint, clean.
+# Other targets: build, dist, adapters, run, fuzz, bench, bench-store, fmt, lint, clean.
 
 CARGO       ?= cargo
 PYTHON      ?= python3
@@ -23,12 +23,17 @@ crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))
 pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
 
-.PHONY: build host adapters wasm-target run demo test test-rust test-adapters test-sdk console-screenshots fuzz bench bench-store fmt lint clean venv
+.PHONY: build host dist adapters wasm-target run demo test test-rust test-adapters test-sdk console-screenshots fuzz bench bench-store fmt lint clean venv
 
 build: host adapters
 
 host:
 	$(CARGO) build --release -p gateway -p upstream-sim -p loadgen
+
+# The gateway built to run in production (Cargo.toml's `dist` profile: whole-
+# program optimisation, slow to build): target/dist/gateway.
+dist:
+	$(CARGO) build --profile dist -p gateway
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -79,12 +84,12 @@ console-screenshots: build venv
 	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console .venv/bin/python -m pytest -q tests/sdk/test_console_browser.py
 
 # The mock direct, through a keep-alive nginx hop (installed from Debian's
-# packages if absent) and through the gateway: req/s, latency, CPU per request,
+# packages if absent) and through the gateway (its `dist` build): req/s, latency, CPU per request,
 # memory, storage per call, a streamed test, and issue 13's targets. Knobs
 # (BENCH_DURATION, BENCH_WARMUP, BENCH_CONCURRENCY, BENCH_CROSS, BENCH_NGINX,
-# BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK) are
+# BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK, BENCH_GATEWAY) are
 # described at the top of tests/bench/run.sh.
-bench: build
+bench: build dist
 	tests/bench/run.sh
 
 # The property-based fuzz tests (host/src/fuzz.rs) with 100,000 cases each

@@ -6,9 +6,9 @@
         concurrency, CPU µs (and per request, and per frame for streams) of
         the process under test ("server") and of the mock, instructions per
         request when perf counted them. Prints the new line.
-    report.py machine COMMAND ROOT WORKERS [NGINX_VERSION]
-        The machine, the command, the commit and the servers' worker count,
-        as one JSON line.
+    report.py machine COMMAND ROOT WORKERS GATEWAY [NGINX_VERSION]
+        The machine, the command, the commit, the servers' worker count and
+        the gateway binary measured, as one JSON line.
     report.py print LATEST_JSONL
         The report: tables, ratios, memory, storage, streams, soak, and the
         comparison with issue 13's targets (informational).
@@ -71,7 +71,7 @@ def augment(line, cell, conc, hz, server_instr, mock_instr):
     return json.dumps(r)
 
 
-def machine(command, root, workers, nginx_version=""):
+def machine(command, root, workers, gateway, nginx_version=""):
     model = "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -120,6 +120,7 @@ def machine(command, root, workers, nginx_version=""):
         "nginx": nginx_version.replace("nginx version: ", ""),
         "command": command,
         "workers": workers,
+        "gateway": gateway,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     })
 
@@ -205,6 +206,7 @@ def print_report(path):
           + (f", {m['os']}" if m.get("os") else ""))
     print(f"command: {m.get('command', '?')}")
     print(f"workers: {m.get('workers', '?')} (the gateway's runtime threads; nginx's worker processes)")
+    print(f"gateway: {m.get('gateway', '?')}")
     extra = [f"commit {m['commit']}" if m.get("commit") else "", m.get("nginx", ""), m.get("date", ""),
              f"load average before the runs {m['loadavg']}" if m.get("loadavg") else ""]
     print("         " + "; ".join(e for e in extra if e))
@@ -378,7 +380,7 @@ def wal_sign(x):
 def main(argv):
     if len(argv) == 8 and argv[1] == "augment":
         print(augment(*argv[2:8]))
-    elif len(argv) in (5, 6) and argv[1] == "machine":
+    elif len(argv) in (6, 7) and argv[1] == "machine":
         print(machine(*argv[2:]))
     elif len(argv) == 3 and argv[1] == "print":
         print_report(argv[2])

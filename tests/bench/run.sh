@@ -46,6 +46,10 @@
 #   BENCH_SOAK                seconds of an extra run at 32 connections against
 #                             the gateway, its memory read every 10 s (default 0:
 #                             none; e.g. 300; at most 3600)
+#   BENCH_GATEWAY             the gateway binary measured (default
+#                             target/dist/gateway, the `dist` profile's build that
+#                             `make bench` makes: the build to run in production;
+#                             target/release/gateway measures what the tests run)
 #
 # loadgen, the mock, nginx and the gateway share the machine's cores, so the
 # absolute numbers are modest; ratios within one run are what to compare.
@@ -53,6 +57,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$ROOT/target/release"
+GATEWAY="${BENCH_GATEWAY:-$ROOT/target/dist/gateway}"
 TEMPLATE="$ROOT/tests/demo/gateway.toml"
 REPORT="$ROOT/tests/bench/report.py"
 OUT_DIR="$ROOT/target/bench"
@@ -121,9 +126,10 @@ for knob in CROSS USE_NGINX STREAM; do
     [[ "${!knob}" == 0 || "${!knob}" == 1 ]] || die "BENCH_${knob#USE_} must be 0 or 1, got '${!knob}'"
 done
 
-for b in gateway upstream-sim loadgen; do
+for b in upstream-sim loadgen; do
     [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run make build"
 done
+[[ -x "$GATEWAY" ]] || die "$GATEWAY is missing: run make dist (or set BENCH_GATEWAY)"
 shopt -s nullglob
 wasm=("$ROOT"/build/adapters/*.wasm)
 shopt -u nullglob
@@ -133,7 +139,7 @@ command -v python3 >/dev/null || die "python3 is required"
 # The command as typed, for the report (the knobs given, then how it ran).
 COMMAND=""
 for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_WORKERS BENCH_CROSS BENCH_NGINX BENCH_STREAM \
-    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK; do
+    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_GATEWAY; do
     if [[ -n "${!knob+set}" ]]; then
         COMMAND+="$knob=$(printf '%q' "${!knob}") "
     fi
@@ -294,9 +300,9 @@ CONFIG="$TMP/gateway.toml"
     printf '\n[limits]\nrate_limit_requests = 1000000000\n'
 } >"$CONFIG"
 grep -qF "base_url = \"$SIM_URL/v1\"" "$CONFIG" || die "could not derive the bench config from $TEMPLATE"
-"$BIN/gateway" check-config --config "$CONFIG" >/dev/null || die "the generated config $CONFIG is invalid (see above)"
+"$GATEWAY" check-config --config "$CONFIG" >/dev/null || die "the generated config $CONFIG is invalid (see above)"
 
-"$BIN/gateway" serve --config "$CONFIG" >>"$GW_LOG" 2>&1 &
+"$GATEWAY" serve --config "$CONFIG" >>"$GW_LOG" 2>&1 &
 GW_PID=$!
 line=$(wait_ready "$GW_PID" "$GW_LOG" 'gateway listening on http://[0-9.:]+ \(admin on http://[0-9.:]+\)' gateway)
 GW_URL=$(sed -E 's|.*gateway listening on (http://[0-9.:]+) .*|\1|' <<<"$line")
@@ -306,10 +312,10 @@ GATEWAY_ADMIN_URL=$(sed -E 's|.*\(admin on (http://[0-9.:]+)\).*|\1|' <<<"$line"
 json_field() {
     python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
-out=$(timeout 30 "$BIN/gateway" admin --json account create --name bench --trial-credit 1000000) ||
+out=$(timeout 30 "$GATEWAY" admin --json account create --name bench --trial-credit 1000000) ||
     die "could not create the bench account"
 ACCOUNT_ID=$(json_field id <<<"$out")
-out=$(timeout 30 "$BIN/gateway" admin --json token create --account "$ACCOUNT_ID" --name bench) ||
+out=$(timeout 30 "$GATEWAY" admin --json token create --account "$ACCOUNT_ID" --name bench) ||
     die "could not create the bench token"
 TOKEN=$(json_field key <<<"$out")
 
@@ -413,7 +419,7 @@ record() { printf '%s\n' "$1" >>"$OUT"; }
 # Everything the gateway logged is in redb (the admin usage read waits for a
 # checkpoint); without it, a second for the periodic one.
 checkpoint() {
-    if ! timeout 30 "$BIN/gateway" admin usage --limit 1 >/dev/null 2>&1; then
+    if ! timeout 30 "$GATEWAY" admin usage --limit 1 >/dev/null 2>&1; then
         say "warning: the admin usage read (a checkpoint) failed; waiting a second instead"
         sleep 1
     fi
@@ -533,7 +539,7 @@ NGINX_VERSION=""
 if [[ -n "$NGINX_URL" ]]; then
     NGINX_VERSION=$("$NGINX_BIN" -v 2>&1 | head -n 1 || true)
 fi
-record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "$NGINX_VERSION")"
+record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "${GATEWAY#"$ROOT/"}" "$NGINX_VERSION")"
 
 checkpoint
 RSS_IDLE=$(rss_kib "$GW_PID")
