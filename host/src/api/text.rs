@@ -13,7 +13,7 @@ use crate::relay::form::ClientForm;
 use crate::relay::text::{forwarded_headers, serve, TextRequest};
 use crate::state::SharedState;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Uri};
+use axum::http::Uri;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bytes::Bytes;
@@ -24,12 +24,11 @@ pub async fn call(
     Extension(surface): Extension<Surface>,
     caller: Caller,
     uri: Uri,
-    headers: HeaderMap,
     request: Request,
 ) -> Response {
     // The model the call named, for the request counter (`metrics`).
     let mut model = None;
-    let mut resp = answer(state, surface, caller, uri, headers, request, &mut model)
+    let mut resp = answer(state, surface, caller, uri, request, &mut model)
         .await
         .into_response();
     if let Some(m) = model {
@@ -43,7 +42,6 @@ async fn answer(
     surface: Surface,
     caller: Caller,
     uri: Uri,
-    headers: HeaderMap,
     request: Request,
     model: &mut Option<metrics::SharedString>,
 ) -> Result<Response, ApiError> {
@@ -54,6 +52,8 @@ async fn answer(
         .ok_or_else(|| ApiError::NotFound(format!("no such endpoint: POST {}", uri.path())))?;
     // Nothing is read from a caller who could not pay for any call.
     super::body::can_afford_a_call(&state, &caller)?;
+    // Read from the request itself (a `HeaderMap` argument would be a copy).
+    let client_headers = forwarded_headers(request.headers());
     let (body, lease, form) = match protocol.body {
         BodyKind::Json => {
             // A JSON body goes through the adapter, whose memory is capped:
@@ -114,7 +114,7 @@ async fn answer(
         lease,
         form,
         measured,
-        client_headers: forwarded_headers(&headers),
+        client_headers,
     };
     // Its own task: a client that hangs up must not cancel the call after
     // the upstream answered (the vendor charges for it; so must we). The

@@ -482,7 +482,12 @@ fn checkpoint_loop(
         };
         let (facts, seq) = {
             let mut log = shared.lock();
-            (std::mem::take(&mut log.unapplied), log.unapplied_seq)
+            // The next batch gets room for as many facts as this one, so a
+            // steady load fills it without growing it (each doubling of a
+            // batch of megabytes copied it, on a caller's settlement).
+            let room = log.unapplied.len();
+            let batch = std::mem::replace(&mut log.unapplied, Vec::with_capacity(room));
+            (batch, log.unapplied_seq)
         };
         let result = if facts.is_empty() {
             Ok(())
