@@ -20,11 +20,11 @@ use std::sync::Arc;
 /// must outlive a reload (per-channel health, counters) elsewhere, keyed by
 /// name.
 pub struct Catalog {
-    pub models: HashMap<String, Arc<ModelConfig>>,
-    pub video_models: HashMap<String, Arc<VideoModelConfig>>,
+    pub models: foldhash::HashMap<String, Arc<ModelConfig>>,
+    pub video_models: foldhash::HashMap<String, Arc<VideoModelConfig>>,
     /// Model name → channels serving it, in the order they are tried:
     /// highest `priority` first, then config order.
-    channels: HashMap<String, Vec<Arc<ChannelConfig>>>,
+    channels: foldhash::HashMap<String, Vec<Arc<ChannelConfig>>>,
     /// The models of `GET /v1/models`, in config order.
     pub listed: Vec<Listed>,
 }
@@ -42,7 +42,8 @@ impl Catalog {
     /// The catalog of `config`; `first_seen` gives each model's first
     /// service time (see `Store::first_seen`).
     pub fn new(config: &Config, first_seen: &HashMap<String, i64>) -> Catalog {
-        let mut channels: HashMap<String, Vec<Arc<ChannelConfig>>> = HashMap::new();
+        let mut channels: foldhash::HashMap<String, Vec<Arc<ChannelConfig>>> =
+            foldhash::HashMap::default();
         let mut ordered: Vec<Arc<ChannelConfig>> =
             config.channels.iter().cloned().map(Arc::new).collect();
         // Stable sort keeps config order among equal priorities.

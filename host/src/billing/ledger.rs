@@ -28,7 +28,6 @@ use crate::store::records::*;
 use crate::store::wal::{self, Durability, SyncWait, WalSync, WalWriter};
 use crate::store::{Store, StoreError};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -122,14 +121,14 @@ struct Held {
 
 #[derive(Default)]
 struct Books {
-    accounts: HashMap<String, Account>,
-    tokens: HashMap<String, TokenEntry>,
+    accounts: foldhash::HashMap<String, Account>,
+    tokens: foldhash::HashMap<String, TokenEntry>,
     /// Key hash → token id, for tokens that can still authenticate.
-    by_key: HashMap<String, String>,
-    holds: HashMap<String, Held>,
+    by_key: foldhash::HashMap<String, String>,
+    holds: foldhash::HashMap<String, Held>,
     /// Account id → the sum of its open text holds, which its balance still
     /// counts but no other hold may take.
-    text_held: HashMap<String, Quota>,
+    text_held: foldhash::HashMap<String, Quota>,
     next_seq: u64,
     next_usage_seq: u64,
 }

@@ -22,7 +22,6 @@ use super::bindings::types::{AuthScheme, Protocol};
 use super::bindings::video::VideoVendorPre;
 use super::sandbox::{guarded, Sandbox};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -90,9 +89,9 @@ pub struct PolicyPlugin {
 /// requests in flight keep the set they started with.
 #[derive(Default)]
 pub struct Registry {
-    pub adapters: HashMap<String, Arc<AdapterPlugin>>,
-    pub video: HashMap<String, Arc<VideoPlugin>>,
-    pub policies: HashMap<String, Arc<PolicyPlugin>>,
+    pub adapters: foldhash::HashMap<String, Arc<AdapterPlugin>>,
+    pub video: foldhash::HashMap<String, Arc<VideoPlugin>>,
+    pub policies: foldhash::HashMap<String, Arc<PolicyPlugin>>,
     /// Files that were refused, with why (the same text as the log line).
     pub refused: Vec<(PathBuf, String)>,
     /// Files as last scanned, to notice changes.

@@ -33,7 +33,7 @@ use crate::clock::SharedClock;
 use crate::config::{ChannelConfig, HealthConfig};
 use rand::Rng;
 use serde::Serialize;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -87,7 +87,7 @@ struct ChannelHealth {
 pub struct Health {
     config: HealthConfig,
     clock: SharedClock,
-    channels: Mutex<HashMap<String, ChannelHealth>>,
+    channels: Mutex<foldhash::HashMap<String, ChannelHealth>>,
 }
 
 /// What a channel's state is, for the admin view.
@@ -123,12 +123,16 @@ pub struct ChannelView {
 }
 
 /// A hash of what decides whether a channel works: its adapter, base URL,
-/// key and options.
+/// key and options. Compared only within one process (twice per call), so
+/// a fast hash with a fixed seed.
 fn fingerprint(ch: &ChannelConfig) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (&ch.adapter, &ch.base_url, &ch.key, &ch.options).hash(&mut h);
-    h.finish()
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one((
+        &ch.adapter,
+        &ch.base_url,
+        &ch.key,
+        &ch.options,
+    ))
 }
 
 impl Health {
@@ -136,11 +140,11 @@ impl Health {
         Health {
             config,
             clock,
-            channels: Mutex::new(HashMap::new()),
+            channels: Mutex::new(foldhash::HashMap::default()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, ChannelHealth>> {
+    fn lock(&self) -> MutexGuard<'_, foldhash::HashMap<String, ChannelHealth>> {
         // A panic while holding the lock leaves counters, never money:
         // carry on with them.
         self.channels
@@ -342,6 +346,7 @@ impl Health {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use std::collections::HashMap;
 
     fn channel(name: &str, priority: i32, weight: u32) -> Arc<ChannelConfig> {
         Arc::new(ChannelConfig {
