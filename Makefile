@@ -87,8 +87,8 @@ console-screenshots: build venv
 # packages if absent) and through the gateway (its `dist` build): req/s, latency, CPU per request,
 # memory, storage per call, a streamed test, and issue 13's targets. Knobs
 # (BENCH_DURATION, BENCH_WARMUP, BENCH_CONCURRENCY, BENCH_CROSS, BENCH_NGINX,
-# BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK, BENCH_GATEWAY) are
-# described at the top of tests/bench/run.sh.
+# BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK, BENCH_ROUNDS,
+# BENCH_GATEWAY) are described at the top of tests/bench/run.sh.
 bench: build dist
 	tests/bench/run.sh
 

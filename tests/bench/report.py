@@ -193,11 +193,12 @@ def print_report(path):
         if r["cell"] in ("direct", "nginx", "gateway", "cross") and r["conc"] not in concs:
             concs.append(r["conc"])
 
-    def cell(name, c):
-        for r in runs:
-            if r["cell"] == name and r["conc"] == c:
-                return r
-        return {}
+    # With BENCH_ROUNDS > 1 a cell has a run per round: the report uses
+    # the median one by the CPU of the process under test (per request, or
+    # per frame for streams), and lists every round's figure below.
+    def cell(name, c=None):
+        return median_run([r for r in runs if r["cell"] == name and (c is None or r["conc"] == c)],
+                          CPU_KEY.get(name, "server_cpu_us_per_req"))
 
     m = by.get("machine", {})
     print()
@@ -290,7 +291,7 @@ def print_report(path):
             print(f"  of which redb and other files {num((grown - wal) / calls)} bytes/call, "
                   f"WAL segments {num(wal / calls)} bytes/call")
 
-    ds, gs = by.get("direct-stream"), by.get("gateway-stream")
+    ds, gs = cell("direct-stream") or None, cell("gateway-stream") or None
     if ds or gs:
         print()
         s0 = ds or gs
@@ -311,6 +312,18 @@ def print_report(path):
                   f"p99 {signed(diff(gs.get('ttft_p99_us'), ds.get('ttft_p99_us')))} µs; "
                   f"gateway CPU per relayed frame {num(gs.get('server_cpu_us_per_frame'), 2)} µs "
                   f"({num(gs.get('frames'))} frames over the window)")
+
+    rounds = {}
+    for r in runs:
+        if r["cell"] != "soak":
+            rounds.setdefault((r["cell"], r["conc"]), []).append(r)
+    if any(len(v) > 1 for v in rounds.values()):
+        print()
+        print("rounds: CPU µs per request (per frame for streams) of the process under test in each round,"
+              " in order; the tables show each cell's median round")
+        for (name, c), rs in rounds.items():
+            key = CPU_KEY.get(name, "server_cpu_us_per_req")
+            print(f"  {name} c={c}: " + ", ".join(num(r.get(key), 1) for r in rs))
 
     soak = by.get("soak-memory")
     if soak:
@@ -365,6 +378,19 @@ def print_report(path):
     target(f"cross-protocol CPU <= {CROSS_VS_PASS:g}x passthrough (c=32)",
            ratio(x32.get("server_cpu_us_per_req"), g32.get("server_cpu_us_per_req")), CROSS_VS_PASS, "x")
     print(table(["target", "measured", ""], t, ["<", ">", "<"]))
+
+
+# Which CPU figure picks a cell's median round.
+CPU_KEY = {"direct-stream": "server_cpu_us_per_frame", "gateway-stream": "server_cpu_us_per_frame"}
+
+
+def median_run(candidates, key):
+    """The run whose `key` is the median of the candidates' (the lower of
+    the middle two for an even count); {} when there is none."""
+    known = sorted((r for r in candidates if r.get(key) is not None), key=lambda r: r[key])
+    if not known:
+        return candidates[0] if candidates else {}
+    return known[(len(known) - 1) // 2]
 
 
 def signed(x):

@@ -46,6 +46,12 @@
 #   BENCH_SOAK                seconds of an extra run at 32 connections against
 #                             the gateway, its memory read every 10 s (default 0:
 #                             none; e.g. 300; at most 3600)
+#   BENCH_ROUNDS              rounds of the runs (default 1, at most 9): each
+#                             round runs every non-streamed cell at each
+#                             concurrency, then (after the storage reading) each
+#                             round runs the streamed pair; the report shows each
+#                             cell's median round by CPU and lists every round's
+#                             CPU, since one run moves a lot on a shared machine
 #   BENCH_GATEWAY             the gateway binary measured (default
 #                             target/dist/gateway, the `dist` profile's build that
 #                             `make bench` makes: the build to run in production;
@@ -72,6 +78,7 @@ STREAM="${BENCH_STREAM:-1}"
 STREAM_CONCURRENCY="${BENCH_STREAM_CONCURRENCY:-32}"
 QUIET="${BENCH_QUIET:-10}"
 SOAK="${BENCH_SOAK:-0}"
+ROUNDS="${BENCH_ROUNDS:-1}"
 SOAK_CONCURRENCY=32
 SOAK_EVERY=10
 READY_TIMEOUT=30
@@ -119,6 +126,9 @@ up_to() {
 up_to BENCH_WARMUP "$WARMUP" 60
 up_to BENCH_QUIET "$QUIET" 600
 up_to BENCH_SOAK "$SOAK" 3600
+if ! is_uint "$ROUNDS" || ((ROUNDS < 1 || ROUNDS > 9)); then
+    die "BENCH_ROUNDS must be 1 to 9, got '$ROUNDS'"
+fi
 if ((SOAK > 0 && SOAK < 2 * SOAK_EVERY)); then
     die "BENCH_SOAK must be at least $((2 * SOAK_EVERY)) seconds (memory is read every ${SOAK_EVERY}s)"
 fi
@@ -139,7 +149,7 @@ command -v python3 >/dev/null || die "python3 is required"
 # The command as typed, for the report (the knobs given, then how it ran).
 COMMAND=""
 for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_WORKERS BENCH_CROSS BENCH_NGINX BENCH_STREAM \
-    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_GATEWAY; do
+    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_ROUNDS BENCH_GATEWAY; do
     if [[ -n "${!knob+set}" ]]; then
         COMMAND+="$knob=$(printf '%q' "${!knob}") "
     fi
@@ -546,18 +556,29 @@ RSS_IDLE=$(rss_kib "$GW_PID")
 ANON_IDLE=$(rss_kib "$GW_PID" RssAnon)
 read -r DATA_BEFORE WAL_BEFORE _ <<<"$(data_bytes)"
 
-for c in $CONCURRENCY; do
-    run "direct-c$c" direct "$c" "$SIM_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$SIM_PID"
-    if [[ -n "$NGINX_URL" ]]; then
-        run "nginx-c$c" nginx "$c" "$NGINX_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$NGINX_PIDS"
+# A run's label names its round when there are several (its log lines and
+# temp files); the report groups runs by cell and concurrency.
+round_suffix() {
+    if ((ROUNDS > 1)); then
+        printf -- '-r%s' "$1"
     fi
-    run "gateway-c$c" gateway "$c" "$GW_URL/v1/chat/completions" "$TOKEN" gpt-4o-mini "$GW_PID"
-    # The cross-protocol cell: an Anthropic client, the OpenAI vendor
-    # (request, answer and usage translated through the canonical form).
-    if [[ "$CROSS" == 1 ]]; then
-        run "cross-c$c" cross "$c" "$GW_URL/v1/messages" "$TOKEN" gpt-4o-mini "$GW_PID" \
-            --protocol anthropic-messages
-    fi
+}
+
+for round in $(seq "$ROUNDS"); do
+    r=$(round_suffix "$round")
+    for c in $CONCURRENCY; do
+        run "direct-c$c$r" direct "$c" "$SIM_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$SIM_PID"
+        if [[ -n "$NGINX_URL" ]]; then
+            run "nginx-c$c$r" nginx "$c" "$NGINX_URL/v1/chat/completions" "$SIM_KEY" sim-chat "$NGINX_PIDS"
+        fi
+        run "gateway-c$c$r" gateway "$c" "$GW_URL/v1/chat/completions" "$TOKEN" gpt-4o-mini "$GW_PID"
+        # The cross-protocol cell: an Anthropic client, the OpenAI vendor
+        # (request, answer and usage translated through the canonical form).
+        if [[ "$CROSS" == 1 ]]; then
+            run "cross-c$c$r" cross "$c" "$GW_URL/v1/messages" "$TOKEN" gpt-4o-mini "$GW_PID" \
+                --protocol anthropic-messages
+        fi
+    done
 done
 
 # Durable storage of the non-streamed gateway calls above.
@@ -569,10 +590,13 @@ if [[ "$STREAM" == 1 ]]; then
     # Streams start spread over one stream's length (64 x 20 ms), so the
     # streams at once keep distinct phases instead of arriving in bursts.
     STREAM_ARGS=(--stream --prompt "$STREAM_PROMPT" --max-tokens 256 --ramp-ms 1280)
-    run "direct-stream" direct-stream "$STREAM_CONCURRENCY" "$SIM_URL/v1/chat/completions" "$SIM_KEY" \
-        sim-chat "$SIM_PID" "${STREAM_ARGS[@]}"
-    run "gateway-stream" gateway-stream "$STREAM_CONCURRENCY" "$GW_URL/v1/chat/completions" "$TOKEN" \
-        gpt-4o-mini "$GW_PID" "${STREAM_ARGS[@]}"
+    for round in $(seq "$ROUNDS"); do
+        r=$(round_suffix "$round")
+        run "direct-stream$r" direct-stream "$STREAM_CONCURRENCY" "$SIM_URL/v1/chat/completions" "$SIM_KEY" \
+            sim-chat "$SIM_PID" "${STREAM_ARGS[@]}"
+        run "gateway-stream$r" gateway-stream "$STREAM_CONCURRENCY" "$GW_URL/v1/chat/completions" "$TOKEN" \
+            gpt-4o-mini "$GW_PID" "${STREAM_ARGS[@]}"
+    done
 fi
 
 RSS_LOADED=$(rss_kib "$GW_PID")
