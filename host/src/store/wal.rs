@@ -470,6 +470,10 @@ fn checkpoint_loop(
     apply: fn(&redb::WriteTransaction, &[Fact]) -> Result<(), StoreError>,
 ) {
     let mut waiters: Vec<Ack> = Vec::new();
+    // How many facts the last batch held: the next one gets that much room,
+    // so a steady load fills it without growing it (each doubling of a
+    // batch of megabytes copied it, on a caller's settlement).
+    let mut room = 0;
     loop {
         let last = match rx.recv_timeout(CHECKPOINT_EVERY) {
             Ok(ack) => {
@@ -480,15 +484,16 @@ fn checkpoint_loop(
             Err(RecvTimeoutError::Timeout) => false,
             Err(RecvTimeoutError::Disconnected) => true,
         };
+        // Allocated before the lock, which settling callers wait on.
+        let next = Vec::with_capacity(room);
         let (facts, seq) = {
             let mut log = shared.lock();
-            // The next batch gets room for as many facts as this one, so a
-            // steady load fills it without growing it (each doubling of a
-            // batch of megabytes copied it, on a caller's settlement).
-            let room = log.unapplied.len();
-            let batch = std::mem::replace(&mut log.unapplied, Vec::with_capacity(room));
-            (batch, log.unapplied_seq)
+            (
+                std::mem::replace(&mut log.unapplied, next),
+                log.unapplied_seq,
+            )
         };
+        room = facts.len();
         let result = if facts.is_empty() {
             Ok(())
         } else {
