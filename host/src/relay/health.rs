@@ -165,7 +165,14 @@ impl Health {
         let mut resting: Vec<(i64, Arc<ChannelConfig>)> = Vec::new();
         for ch in channels {
             let fp = fingerprint(ch);
-            let h = map.entry(ch.name.clone()).or_default();
+            // Looked up by `&str` first: `entry` would take (so allocate) a
+            // key on every call.
+            if !map.contains_key(ch.name.as_str()) {
+                map.insert(ch.name.clone(), ChannelHealth::default());
+            }
+            let Some(h) = map.get_mut(ch.name.as_str()) else {
+                continue;
+            };
             if h.fingerprint != fp {
                 // New, or its config changed (a reload): it starts healthy.
                 *h = ChannelHealth {
@@ -210,12 +217,18 @@ impl Health {
         let now = self.clock.now_secs();
         let fp = fingerprint(channel);
         let mut map = self.lock();
-        let h = map
-            .entry(channel.name.clone())
-            .or_insert_with(|| ChannelHealth {
-                fingerprint: fp,
-                ..ChannelHealth::default()
-            });
+        if !map.contains_key(channel.name.as_str()) {
+            map.insert(
+                channel.name.clone(),
+                ChannelHealth {
+                    fingerprint: fp,
+                    ..ChannelHealth::default()
+                },
+            );
+        }
+        let Some(h) = map.get_mut(channel.name.as_str()) else {
+            return;
+        };
         if h.fingerprint != fp {
             return;
         }
