@@ -2,7 +2,7 @@
 #   make demo   build, start the upstream simulator and the gateway, print examples
 #   make test   every test: Rust unit + end-to-end, and the Python SDK suite
 #
-# Other targets: build, dist, adapters, run, fuzz, bench, bench-store, fmt, lint, clean.
+# Other targets: build, dist, bench-tools, adapters, run, fuzz, bench, bench-store, fmt, lint, clean.
 
 CARGO       ?= cargo
 PYTHON      ?= python3
@@ -23,17 +23,23 @@ crate = $(word 1,$(subst :, ,$(1)))
 fname = $(word 2,$(subst :, ,$(1)))
 pkgs  = $(foreach g,$(1),-p $(call crate,$(g)))
 
-.PHONY: build host dist adapters wasm-target run demo test test-rust test-adapters test-sdk console-screenshots fuzz bench bench-store fmt lint clean venv
+.PHONY: build host dist bench-tools adapters wasm-target run demo test test-rust test-adapters test-sdk console-screenshots fuzz bench bench-store fmt lint clean venv
 
 build: host adapters
 
 host:
 	$(CARGO) build --release -p gateway -p upstream-sim -p loadgen
 
-# The gateway built to run in production (Cargo.toml's `dist` profile: whole-
-# program optimisation, slow to build): target/dist/gateway.
-dist:
-	$(CARGO) build --profile dist -p gateway
+# The gateway built to run in production: Cargo.toml's `dist` profile (whole-
+# program optimisation) guided by a profile of the bench's load (PGO):
+# target/pgo/gateway. Slow: two builds of about 13 minutes each from clean and
+# a training run of about a minute (tests/bench/pgo.sh says how).
+dist: adapters bench-tools
+	CARGO=$(CARGO) tests/bench/pgo.sh
+
+# The simulator and the load generator, which the bench and the training run use.
+bench-tools:
+	$(CARGO) build --release -p upstream-sim -p loadgen
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -84,12 +90,12 @@ console-screenshots: build venv
 	CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console .venv/bin/python -m pytest -q tests/sdk/test_console_browser.py
 
 # The mock direct, through a keep-alive nginx hop (installed from Debian's
-# packages if absent) and through the gateway (its `dist` build): req/s, latency, CPU per request,
+# packages if absent) and through the gateway (`make dist`'s build): req/s, latency, CPU per request,
 # memory, storage per call, a streamed test, and issue 13's targets. Knobs
 # (BENCH_DURATION, BENCH_WARMUP, BENCH_CONCURRENCY, BENCH_CROSS, BENCH_NGINX,
 # BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK, BENCH_ROUNDS,
 # BENCH_GATEWAY) are described at the top of tests/bench/run.sh.
-bench: build dist
+bench: dist
 	tests/bench/run.sh
 
 # The property-based fuzz tests (host/src/fuzz.rs) with 100,000 cases each

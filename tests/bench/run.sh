@@ -22,7 +22,7 @@
 # (informational: a missed target does not fail the script; errors do).
 #
 # Raw results, one JSON object a line, go to target/bench/latest.jsonl; the
-# processes' logs to target/bench/*.log. The report is printed from the JSON
+# processes' logs to target/bench/*.log (BENCH_OUT_DIR names another folder). The report is printed from the JSON
 # lines by tests/bench/report.py.
 #
 # Env knobs:
@@ -53,9 +53,12 @@
 #                             cell's median round by CPU and lists every round's
 #                             CPU, since one run moves a lot on a shared machine
 #   BENCH_GATEWAY             the gateway binary measured (default
-#                             target/dist/gateway, the `dist` profile's build that
-#                             `make bench` makes: the build to run in production;
+#                             target/pgo/gateway, which `make bench` builds with
+#                             `make dist`: the build to run in production;
 #                             target/release/gateway measures what the tests run)
+#   BENCH_OUT_DIR             where the raw results and the logs go (default
+#                             target/bench; `make dist`'s training run uses
+#                             target/pgo/training)
 #
 # loadgen, the mock, nginx and the gateway share the machine's cores, so the
 # absolute numbers are modest; ratios within one run are what to compare.
@@ -63,10 +66,10 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BIN="$ROOT/target/release"
-GATEWAY="${BENCH_GATEWAY:-$ROOT/target/dist/gateway}"
+GATEWAY="${BENCH_GATEWAY:-$ROOT/target/pgo/gateway}"
 TEMPLATE="$ROOT/tests/demo/gateway.toml"
 REPORT="$ROOT/tests/bench/report.py"
-OUT_DIR="$ROOT/target/bench"
+OUT_DIR="${BENCH_OUT_DIR:-$ROOT/target/bench}"
 OUT="$OUT_DIR/latest.jsonl"
 DURATION="${BENCH_DURATION:-10}"
 WARMUP="${BENCH_WARMUP:-2}"
@@ -137,19 +140,19 @@ for knob in CROSS USE_NGINX STREAM; do
 done
 
 for b in upstream-sim loadgen; do
-    [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run make build"
+    [[ -x "$BIN/$b" ]] || die "$BIN/$b is missing: run make bench-tools"
 done
 [[ -x "$GATEWAY" ]] || die "$GATEWAY is missing: run make dist (or set BENCH_GATEWAY)"
 shopt -s nullglob
 wasm=("$ROOT"/build/adapters/*.wasm)
 shopt -u nullglob
-((${#wasm[@]} > 0)) || die "no adapters in $ROOT/build/adapters: run make build"
+((${#wasm[@]} > 0)) || die "no adapters in $ROOT/build/adapters: run make adapters"
 command -v python3 >/dev/null || die "python3 is required"
 
 # The command as typed, for the report (the knobs given, then how it ran).
 COMMAND=""
 for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_WORKERS BENCH_CROSS BENCH_NGINX BENCH_STREAM \
-    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_ROUNDS BENCH_GATEWAY; do
+    BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_ROUNDS BENCH_GATEWAY BENCH_OUT_DIR; do
     if [[ -n "${!knob+set}" ]]; then
         COMMAND+="$knob=$(printf '%q' "${!knob}") "
     fi
