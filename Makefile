@@ -94,7 +94,7 @@ console-screenshots: build venv
 # memory, storage per call, a streamed test, and issue 13's targets. Knobs
 # (BENCH_DURATION, BENCH_WARMUP, BENCH_CONCURRENCY, BENCH_CROSS, BENCH_NGINX,
 # BENCH_STREAM, BENCH_STREAM_CONCURRENCY, BENCH_QUIET, BENCH_SOAK, BENCH_ROUNDS,
-# BENCH_GATEWAY) are described at the top of tests/bench/run.sh.
+# BENCH_GATEWAY, BENCH_OUT_DIR) are described at the top of tests/bench/run.sh.
 bench: dist
 	tests/bench/run.sh
 

@@ -22,8 +22,8 @@
 # (informational: a missed target does not fail the script; errors do).
 #
 # Raw results, one JSON object a line, go to target/bench/latest.jsonl; the
-# processes' logs to target/bench/*.log (BENCH_OUT_DIR names another folder). The report is printed from the JSON
-# lines by tests/bench/report.py.
+# processes' logs to target/bench/*.log (BENCH_OUT_DIR names another folder).
+# The report is printed from the JSON lines by tests/bench/report.py.
 #
 # Env knobs:
 #   BENCH_DURATION            measured seconds per run (default 10)
