@@ -135,6 +135,27 @@ fn fingerprint(ch: &ChannelConfig) -> u64 {
     ))
 }
 
+/// The health kept for the channel named `name`; a new one, on config
+/// `fp`, when there is none. Looked up by `&str` first: `entry` would take
+/// (so allocate) a key on every call. (Never `None`: the map's API has no
+/// borrowed-key insert that returns the value.)
+fn health_of<'m>(
+    map: &'m mut foldhash::HashMap<String, ChannelHealth>,
+    name: &str,
+    fp: u64,
+) -> Option<&'m mut ChannelHealth> {
+    if !map.contains_key(name) {
+        map.insert(
+            name.to_owned(),
+            ChannelHealth {
+                fingerprint: fp,
+                ..ChannelHealth::default()
+            },
+        );
+    }
+    map.get_mut(name)
+}
+
 impl Health {
     pub fn new(config: HealthConfig, clock: SharedClock) -> Health {
         Health {
@@ -165,16 +186,11 @@ impl Health {
         let mut resting: Vec<(i64, Arc<ChannelConfig>)> = Vec::new();
         for ch in channels {
             let fp = fingerprint(ch);
-            // Looked up by `&str` first: `entry` would take (so allocate) a
-            // key on every call.
-            if !map.contains_key(ch.name.as_str()) {
-                map.insert(ch.name.clone(), ChannelHealth::default());
-            }
-            let Some(h) = map.get_mut(ch.name.as_str()) else {
+            let Some(h) = health_of(&mut map, &ch.name, fp) else {
                 continue;
             };
             if h.fingerprint != fp {
-                // New, or its config changed (a reload): it starts healthy.
+                // Its config changed (a reload): it starts healthy.
                 *h = ChannelHealth {
                     fingerprint: fp,
                     ..ChannelHealth::default()
@@ -217,16 +233,7 @@ impl Health {
         let now = self.clock.now_secs();
         let fp = fingerprint(channel);
         let mut map = self.lock();
-        if !map.contains_key(channel.name.as_str()) {
-            map.insert(
-                channel.name.clone(),
-                ChannelHealth {
-                    fingerprint: fp,
-                    ..ChannelHealth::default()
-                },
-            );
-        }
-        let Some(h) = map.get_mut(channel.name.as_str()) else {
+        let Some(h) = health_of(&mut map, &channel.name, fp) else {
             return;
         };
         if h.fingerprint != fp {
