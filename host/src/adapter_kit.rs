@@ -529,6 +529,7 @@ pub async fn run(wasm: &Path, dir: &Path, update: bool) -> anyhow::Result<bool> 
             // Each fixture gets a fresh instance, as a new adapter would.
             warm_instances: 0,
             reload_interval: std::time::Duration::ZERO,
+            compiler: crate::config::PluginCompiler::InProcess,
         },
         Arc::new(crate::clock::ManualClock::new(KIT_CLOCK_SECS * 1000)),
     )?);

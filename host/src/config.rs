@@ -641,6 +641,22 @@ pub struct PluginConfig {
     pub warm_instances: u32,
     /// 0 turns hot reload off.
     pub reload_interval: Duration,
+    /// Where a component missing from the plugin cache is compiled. Not a
+    /// config file setting: the `gateway` binary chooses it.
+    pub compiler: PluginCompiler,
+}
+
+/// Where components are compiled (`plugins::sandbox`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum PluginCompiler {
+    /// On a throwaway engine in this process: the library's default (the
+    /// end-to-end tests run gateways inside the test binary, which has no
+    /// compile command) and the adapter kit's.
+    #[default]
+    InProcess,
+    /// In a child process: this program, run as `<path> compile-component`
+    /// (what `gateway serve` uses).
+    Child(PathBuf),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -1000,6 +1016,7 @@ fn resolve(
         max_instances: positive("plugins.max_instances", p.max_instances.into())? as u32,
         warm_instances: p.warm_instances,
         reload_interval: Duration::from_secs(p.reload_interval_secs),
+        compiler: PluginCompiler::InProcess,
     };
     if plugins.call_timeout < plugins.epoch_tick {
         return Err(invalid(

@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use gateway::admin_cli::{self, AdminArgs};
-use gateway::config::Config;
+use gateway::config::{Config, PluginCompiler};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,6 +37,14 @@ enum Command {
     /// Tools for adapter authors.
     #[command(subcommand)]
     Adapter(AdapterCommand),
+    /// Compile a component (read from standard input) into the native code
+    /// file OUT; what `serve` runs in a child process for a component not in
+    /// its plugin cache.
+    #[command(hide = true)]
+    CompileComponent {
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -53,6 +61,34 @@ enum AdapterCommand {
         #[arg(long)]
         update: bool,
     },
+}
+
+/// This program, for the compiler processes `serve` starts. On Linux the
+/// running binary itself (`/proc/self/exe` opens the file this process was
+/// started from, even after an upgrade replaced it on disk), so the child's
+/// code settings are the server's.
+fn this_program() -> PathBuf {
+    if cfg!(target_os = "linux") {
+        return PathBuf::from("/proc/self/exe");
+    }
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("gateway"))
+}
+
+/// `compile-component --out OUT`: the component on standard input.
+fn compile_component(out: &std::path::Path) -> ExitCode {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
+        eprintln!("error: cannot read the component: {e}");
+        return ExitCode::FAILURE;
+    }
+    match gateway::plugins::sandbox::compile_component(&bytes, out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The log on stderr (`RUST_LOG`, default `info`), and with
@@ -135,6 +171,7 @@ fn main() -> ExitCode {
             check_config(&config)
         }
         Command::Admin(args) => admin_cli::run(args),
+        Command::CompileComponent { out } => compile_component(&out),
 
         Command::Adapter(AdapterCommand::Test {
             wasm,
@@ -142,13 +179,14 @@ fn main() -> ExitCode {
             update,
         }) => gateway::adapter_kit::main(&wasm, &fixtures, update),
         Command::Serve { config } => {
-            let config = match Config::load(&config) {
+            let mut config = match Config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(2);
                 }
             };
+            config.plugins.compiler = PluginCompiler::Child(this_program());
             let rt = match runtime(config.worker_threads) {
                 Ok(rt) => rt,
                 Err(e) => {

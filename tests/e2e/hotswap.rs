@@ -304,3 +304,51 @@ async fn an_adapter_replaced_ten_times_under_load_fails_no_call() {
     assert_eq!(l["balance"], l["ledger_sum"]);
     env.stop().await;
 }
+
+/// `gateway serve` compiles a component missing from its cache in a child
+/// process (its hidden `compile-component` command): the components load
+/// and serve, their native code is in the cache (and nothing half-written
+/// beside it), and a file the compiler rejects is refused with the
+/// compiler's own reason while the rest serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_process_compiles_in_a_child_and_refuses_what_the_compiler_rejects() {
+    let sim = start_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(dir.path(), &sim.base_url(), "");
+    // A component's header, then nonsense.
+    std::fs::write(
+        dir.path().join("adapters").join("broken.wasm"),
+        b"\0asm\x0d\0\x01\0 not a component",
+    )
+    .unwrap();
+    let gw = GatewayProcess::start(&config);
+    let line = gw.wait_for_log("broken.wasm refused").await;
+    assert!(line.contains("not a valid component: "), "{line}");
+    assert!(
+        !line.contains("compiler process"),
+        "the compiler ran and gave its reason: {line}"
+    );
+
+    let http = reqwest::Client::new();
+    let (_, key) = gw.account_and_key(&http, "10").await;
+    let (rid, _) = billed_call(&http, &gw.public, &key, 1)
+        .await
+        .expect("a call through a component compiled by the child answers 200");
+    assert!(!rid.is_empty());
+
+    let mut cached: Vec<String> = std::fs::read_dir(dir.path().join("data").join("plugin-cache"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    cached.sort();
+    assert_eq!(
+        cached.iter().filter(|n| n.ends_with(".cwasm")).count(),
+        6,
+        "four adapters and two policies compiled: {cached:?}"
+    );
+    assert!(
+        cached.iter().all(|n| n.ends_with(".cwasm")),
+        "no temporary file left: {cached:?}"
+    );
+    gw.kill();
+}

@@ -20,7 +20,7 @@ use super::bindings::adapter::VendorAdapterPre;
 use super::bindings::policy::ModelPolicyPre;
 use super::bindings::types::{AuthScheme, Protocol};
 use super::bindings::video::VideoVendorPre;
-use super::sandbox::{guarded, Sandbox};
+use super::sandbox::{guarded, Compiler, Sandbox};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -199,12 +199,11 @@ pub(crate) fn engine_key(engine: &wasmtime::Engine) -> String {
 }
 
 /// Compiles a component, or loads its cached native code (no cache: just
-/// compiles). A cache miss compiles on a throwaway engine from
-/// `compiler` ([`Sandbox::compiler`]), so the compiler's memory goes when
-/// the compiling is done.
+/// compiles, in this process). A cache miss is compiled by `compiler`
+/// ([`Compiler`]) into the cache folder and loaded from there.
 fn compile(
     engine: &wasmtime::Engine,
-    compiler: impl FnOnce() -> wasmtime::Result<wasmtime::Engine>,
+    compiler: Compiler,
     engine_key: &str,
     cache_dir: Option<&Path>,
     bytes: &[u8],
@@ -226,12 +225,16 @@ fn compile(
             ),
         }
     }
-    let native = compiler()?.precompile_component(bytes)?;
     std::fs::create_dir_all(cache_dir)?;
     let tmp = cache_dir.join(format!(".{sha}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, &native)?;
+    if let Err(e) = compiler.compile(bytes, &tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, &cached)?;
-    // SAFETY: as above — we just wrote this file from our own compilation.
+    // SAFETY: as above — the file was just written by our own compiler,
+    // with this engine's code settings (a mismatch is refused here, as
+    // wasmtime checks them).
     Ok(unsafe { Component::deserialize_file(engine, &cached)? })
 }
 
