@@ -161,7 +161,7 @@ fn compile_config() -> wasmtime::Config {
 }
 
 /// Compiles components into native code the sandbox's engine loads, where
-/// `[plugins]`'s `compiler` says (the `gateway` binary: a child process).
+/// `PluginConfig::compiler` says (the `gateway` binary: a child process).
 ///
 /// Never on the sandbox's own engine: Cranelift keeps its working buffers
 /// in the engine that compiled, for reuse, as long as that engine lives
@@ -184,7 +184,20 @@ impl Compiler {
     pub fn compile(self, bytes: &[u8], out: &Path) -> anyhow::Result<()> {
         match self.0 {
             PluginCompiler::InProcess => compile_component(bytes, out),
-            PluginCompiler::Child(program) => compile_in_child(&program, bytes, out),
+            PluginCompiler::Child(program) => match compile_in_child(&program, bytes, out) {
+                Err(ChildFailed::NotStarted(e)) => {
+                    // No `/proc` in a bare container, say: compiling here
+                    // costs memory, refusing every component would cost
+                    // the service.
+                    tracing::warn!(
+                        "cannot start the compiler process {} ({e}); compiling in-process",
+                        program.display()
+                    );
+                    compile_component(bytes, out)
+                }
+                Err(ChildFailed::Failed(e)) => Err(e),
+                Ok(()) => Ok(()),
+            },
         }
     }
 }
@@ -197,9 +210,17 @@ pub fn compile_component(bytes: &[u8], out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why a child compiler produced nothing.
+enum ChildFailed {
+    /// The program could not be started.
+    NotStarted(std::io::Error),
+    /// It ran and failed (its message), or was killed.
+    Failed(anyhow::Error),
+}
+
 /// Runs `program compile-component --out OUT` with the component on its
 /// standard input; its standard error, when it fails, is the reason.
-fn compile_in_child(program: &Path, bytes: &[u8], out: &Path) -> anyhow::Result<()> {
+fn compile_in_child(program: &Path, bytes: &[u8], out: &Path) -> Result<(), ChildFailed> {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new(program)
@@ -210,26 +231,30 @@ fn compile_in_child(program: &Path, bytes: &[u8], out: &Path) -> anyhow::Result<
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start the compiler process: {e}"))?;
+        .map_err(ChildFailed::NotStarted)?;
     // A child that dies before reading it all breaks the pipe; its exit
     // status and message below say why.
     let fed = child.stdin.take().map(|mut stdin| stdin.write_all(bytes));
+    let failed = |e: anyhow::Error| ChildFailed::Failed(e);
     let done = child
         .wait_with_output()
-        .map_err(|e| anyhow::anyhow!("the compiler process was lost: {e}"))?;
+        .map_err(|e| failed(anyhow::anyhow!("the compiler process was lost: {e}")))?;
     if done.status.success() {
         if let Some(Err(e)) = fed {
-            anyhow::bail!("the compiler process did not read the component: {e}");
+            return Err(failed(anyhow::anyhow!(
+                "the compiler process did not read the component: {e}"
+            )));
         }
         return Ok(());
     }
     let said = String::from_utf8_lossy(&done.stderr);
     let said = said.trim();
     let said = said.strip_prefix("error: ").unwrap_or(said);
-    if said.is_empty() {
-        anyhow::bail!("the compiler process failed ({})", done.status);
-    }
-    anyhow::bail!("{said}")
+    Err(failed(if said.is_empty() {
+        anyhow::anyhow!("the compiler process failed ({})", done.status)
+    } else {
+        anyhow::anyhow!("{said}")
+    }))
 }
 
 /// Guests read the gateway's clock (WASI's wall clock), so time is injected
@@ -614,7 +639,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_child_compiler_gets_the_component_on_stdin_and_its_error_is_the_reason() {
+    fn a_child_compiler_reads_stdin_says_why_it_failed_and_a_missing_one_compiles_here() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         // Arguments as the `compile-component` command takes them; the
@@ -634,13 +659,17 @@ mod tests {
         let e = program(dir.path(), killed).compile(b"x", &out).unwrap_err();
         assert!(e.to_string().contains("signal: 9"), "{e}");
 
+        // A program that cannot be started: compiled here instead.
         let gone = Compiler(PluginCompiler::Child(dir.path().join("missing")));
-        let e = gone.compile(b"x", &out).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("cannot start the compiler process"),
-            "{e}"
-        );
+        gone.compile(WAT.as_bytes(), &out).unwrap();
+        let sb = sandbox(64, 2);
+        // SAFETY: `out` was written just above by wasmtime itself.
+        unsafe { wasmtime::component::Component::deserialize_file(&sb.engine, &out) }.unwrap();
+        // One that exits without reading what it was given.
+        let e = program(dir.path(), "exit 0")
+            .compile(&[0; 1 << 20], &out)
+            .unwrap_err();
+        assert!(e.to_string().contains("did not read the component"), "{e}");
     }
 
     #[test]
