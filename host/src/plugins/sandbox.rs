@@ -232,13 +232,19 @@ fn compile_in_child(program: &Path, bytes: &[u8], out: &Path) -> Result<(), Chil
         .stderr(Stdio::piped())
         .spawn()
         .map_err(ChildFailed::NotStarted)?;
-    // A child that dies before reading it all breaks the pipe; its exit
-    // status and message below say why.
-    let fed = child.stdin.take().map(|mut stdin| stdin.write_all(bytes));
+    // Fed from another thread while this one drains its standard error, so
+    // neither pipe can fill up and stall the other. A child that dies
+    // before reading it all breaks the pipe; its exit status and message
+    // below say why.
+    let stdin = child.stdin.take();
+    let (fed, done) = std::thread::scope(|scope| {
+        let feeder = scope.spawn(move || stdin.map(|mut stdin| stdin.write_all(bytes)));
+        let done = child.wait_with_output();
+        (feeder.join(), done)
+    });
+    let fed = fed.unwrap_or(None);
     let failed = |e: anyhow::Error| ChildFailed::Failed(e);
-    let done = child
-        .wait_with_output()
-        .map_err(|e| failed(anyhow::anyhow!("the compiler process was lost: {e}")))?;
+    let done = done.map_err(|e| failed(anyhow::anyhow!("the compiler process was lost: {e}")))?;
     if done.status.success() {
         if let Some(Err(e)) = fed {
             return Err(failed(anyhow::anyhow!(
@@ -665,6 +671,13 @@ mod tests {
         let sb = sandbox(64, 2);
         // SAFETY: `out` was written just above by wasmtime itself.
         unsafe { wasmtime::component::Component::deserialize_file(&sb.engine, &out) }.unwrap();
+        // One that says much before it reads (more than a pipe holds):
+        // neither side waits on the other for ever.
+        let chatty = "head -c 200000 /dev/zero | tr '\\0' x >&2; cat > /dev/null; exit 1";
+        let e = program(dir.path(), chatty)
+            .compile(&[0; 1 << 20], &out)
+            .unwrap_err();
+        assert_eq!(e.to_string().len(), 200_000);
         // One that exits without reading what it was given.
         let e = program(dir.path(), "exit 0")
             .compile(&[0; 1 << 20], &out)
