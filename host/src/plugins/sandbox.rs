@@ -238,25 +238,27 @@ fn compile_in_child(program: &Path, bytes: &[u8], out: &Path) -> Result<(), Chil
     // below say why.
     let stdin = child.stdin.take();
     let (fed, done) = std::thread::scope(|scope| {
-        let feeder = scope.spawn(move || stdin.map(|mut stdin| stdin.write_all(bytes)));
+        let feeder = scope.spawn(move || match stdin {
+            Some(mut stdin) => stdin.write_all(bytes),
+            None => Ok(()),
+        });
         let done = child.wait_with_output();
         (feeder.join(), done)
     });
-    let fed = fed.unwrap_or(None);
-    let failed = |e: anyhow::Error| ChildFailed::Failed(e);
-    let done = done.map_err(|e| failed(anyhow::anyhow!("the compiler process was lost: {e}")))?;
+    let fed = fed.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    let done = done
+        .map_err(|e| ChildFailed::Failed(anyhow::anyhow!("the compiler process was lost: {e}")))?;
     if done.status.success() {
-        if let Some(Err(e)) = fed {
-            return Err(failed(anyhow::anyhow!(
+        return fed.map_err(|e| {
+            ChildFailed::Failed(anyhow::anyhow!(
                 "the compiler process did not read the component: {e}"
-            )));
-        }
-        return Ok(());
+            ))
+        });
     }
     let said = String::from_utf8_lossy(&done.stderr);
     let said = said.trim();
     let said = said.strip_prefix("error: ").unwrap_or(said);
-    Err(failed(if said.is_empty() {
+    Err(ChildFailed::Failed(if said.is_empty() {
         anyhow::anyhow!("the compiler process failed ({})", done.status)
     } else {
         anyhow::anyhow!("{said}")
