@@ -231,7 +231,8 @@ pub enum ApiError {
     UpstreamTimeout(u64),
     #[error("the upstream could not be reached: {0}")]
     UpstreamUnreachable(String),
-    /// A guest component failed (trap, deadline, memory, invalid output).
+    /// A guest component failed (trap, deadline, memory, invalid output),
+    /// or its code could not be loaded for the call.
     #[error("the adapter failed: {0}")]
     Adapter(String),
     #[error("request body exceeds the limit of {0} bytes")]

@@ -352,3 +352,109 @@ async fn a_gateway_process_compiles_in_a_child_and_refuses_what_the_compiler_rej
     );
     gw.kill();
 }
+
+/// Whether `/admin/v1/plugins` says the component `name` is mapped.
+fn mapped(list: &Value, name: &str) -> bool {
+    let entry = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not loaded: {list}"));
+    entry["mapped"]
+        .as_bool()
+        .unwrap_or_else(|| panic!("no `mapped`: {entry}"))
+}
+
+/// A component's native code is mapped from the plugin cache by its first
+/// call, not by its load. A cache entry that went missing meanwhile is
+/// compiled again from the component's file; if that file changed too, the
+/// call fails with the adapter envelope and charges nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_are_mapped_by_their_first_call_and_a_lost_cache_entry_is_rebuilt() {
+    let env = Env::start().await;
+    let plugins = || env.admin(reqwest::Method::GET, "/admin/v1/plugins", None);
+    let (status, list) = plugins().await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 7, "{list}");
+    for name in &names {
+        assert!(
+            !mapped(&list, name),
+            "{name} mapped before any call: {list}"
+        );
+    }
+
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let resp = env.chat(&key, user("gpt-4o-mini", "hello")).await;
+    assert_eq!(resp.status(), 200);
+    let (_, list) = plugins().await;
+    assert!(mapped(&list, "openai"), "{list}");
+    for name in ["anthropic", "gemini", "drop-sampling", "keep-thinking"] {
+        assert!(
+            !mapped(&list, name),
+            "{name} mapped by an openai call: {list}"
+        );
+    }
+
+    // The cache entry of an unchanged file: compiled again on first use.
+    let cache = env.dir.path().join("data").join("plugin-cache");
+    let adapters = env.dir.path().join("adapters");
+    let entries_of = |file: &str| -> Vec<std::path::PathBuf> {
+        let sha = hex::encode(Sha256::digest(std::fs::read(adapters.join(file)).unwrap()));
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with(&sha) && name.ends_with(".cwasm")
+            })
+            .collect()
+    };
+    let anthropic = entries_of("anthropic.wasm");
+    assert_eq!(anthropic.len(), 1, "{anthropic:?}");
+    std::fs::remove_file(&anthropic[0]).unwrap();
+    let resp = env.chat(&key, user("claude-sonnet-4-5", "hello")).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(entries_of("anthropic.wasm"), anthropic, "cached again");
+    let (_, list) = plugins().await;
+    assert!(mapped(&list, "anthropic"), "{list}");
+
+    // Gone from the cache and changed on disk (no reload yet): that call
+    // fails, and another does not hold the failure against the component.
+    let gemini = entries_of("gemini.wasm");
+    assert_eq!(gemini.len(), 1, "{gemini:?}");
+    std::fs::remove_file(&gemini[0]).unwrap();
+    let file = adapters.join("gemini.wasm");
+    let original = std::fs::read(&file).unwrap();
+    std::fs::write(&file, with_custom_section(&original, "rebuilt", b"1")).unwrap();
+    let before = env.balance(&account).await;
+    for _ in 0..2 {
+        let resp = env.chat(&key, user("gemini-2.5-flash", "hello")).await;
+        let (code, message) = envelope(resp, 502).await;
+        assert_eq!(code, "adapter_error");
+        assert!(
+            message.contains("could not be loaded")
+                && message.contains("changed since it was loaded"),
+            "{message}"
+        );
+    }
+    let after = env.balance(&account).await;
+    assert_eq!(after, before, "nothing charged, nothing held");
+    assert_eq!(after.0, after.1, "the ledger balances");
+    let (_, list) = plugins().await;
+    assert!(!mapped(&list, "gemini"), "{list}");
+
+    // The file back as it was: the next call compiles and serves it.
+    std::fs::write(&file, &original).unwrap();
+    let resp = env.chat(&key, user("gemini-2.5-flash", "hello")).await;
+    assert_eq!(resp.status(), 200);
+    let (_, list) = plugins().await;
+    assert!(mapped(&list, "gemini"), "{list}");
+}

@@ -391,13 +391,16 @@ pub(crate) fn plugins_json(state: &SharedState) -> Value {
     let data: Vec<Value> = registry
         .infos()
         .into_iter()
-        .map(|p| {
+        .map(|(p, mapped)| {
             json!({
                 "name": &*p.name,
                 "version": p.version,
                 "kind": format!("{:?}", p.kind).to_lowercase(),
                 "source": p.source.display().to_string(),
                 "sha256": p.sha256,
+                // Its native code is in memory: it has served since it was
+                // loaded (a component nobody calls is not kept mapped).
+                "mapped": mapped,
             })
         })
         .collect();

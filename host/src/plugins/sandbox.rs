@@ -52,6 +52,10 @@ pub enum GuestFailure {
     Trap { plugin: String, detail: String },
     #[error("{plugin} returned an invalid answer: {detail}")]
     Invalid { plugin: String, detail: String },
+    /// A component that passed its load could not be mapped again from the
+    /// plugin cache when first called (see `registry::Linked`).
+    #[error("{plugin} could not be loaded: {detail}")]
+    Unloadable { plugin: String, detail: String },
     #[error("no guest instance available (all {0} in use); retry shortly")]
     Capacity(u32),
 }

@@ -119,6 +119,9 @@ impl From<GuestFailure> for ApiError {
             GuestFailure::Invalid { detail, .. } => {
                 ApiError::Adapter(format!("it returned an invalid answer ({detail})"))
             }
+            GuestFailure::Unloadable { detail, .. } => {
+                ApiError::Adapter(format!("its code could not be loaded ({detail})"))
+            }
         }
     }
 }
@@ -350,8 +353,9 @@ impl AdapterSession {
         let (store, inst) = match plugin.warm.take(request_id) {
             Some(warm) => warm,
             None => {
+                let pre = plugin.pre.get(sandbox, &plugin.info.name).await?;
                 let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
-                let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+                let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store))?;
                 (store, inst)
             }
         };
@@ -545,8 +549,9 @@ impl VideoSession {
         plugin: &super::registry::VideoPlugin,
         request_id: &str,
     ) -> Result<VideoSession, GuestFailure> {
+        let pre = plugin.pre.get(sandbox, &plugin.info.name).await?;
         let mut store = sandbox.new_store(plugin.info.name.clone(), request_id);
-        let inst = guarded!(sandbox, store, plugin.pre.instantiate_async(&mut store))?;
+        let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store))?;
         Ok(VideoSession {
             sandbox: sandbox.clone(),
             store,
@@ -646,8 +651,9 @@ pub async fn run_policies(
         let (mut store, inst) = match p.warm.take(&ctx.request_id) {
             Some(warm) => warm,
             None => {
+                let pre = p.pre.get(sandbox, &p.info.name).await?;
                 let mut store = sandbox.new_store(p.info.name.clone(), &ctx.request_id);
-                let inst = guarded!(sandbox, store, p.pre.instantiate_async(&mut store))?;
+                let inst = guarded!(sandbox, store, pre.instantiate_async(&mut store))?;
                 (store, inst)
             }
         };
