@@ -366,8 +366,23 @@ fn mapped(list: &Value, name: &str) -> bool {
         .unwrap_or_else(|| panic!("no `mapped`: {entry}"))
 }
 
+/// The files of `cache` this process has mapped (`/proc/self/maps`): the
+/// native code of the components it holds, and the memory images of its
+/// instance slots.
+fn mapped_cache_files(cache: &std::path::Path) -> BTreeSet<String> {
+    let prefix = format!("{}/", cache.display());
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter_map(|path| path.strip_prefix(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A component's native code is mapped from the plugin cache by its first
-/// call, not by its load. A cache entry that went missing meanwhile is
+/// call, not by its load: the admin view says so, and so do the process's
+/// memory mappings. A cache entry that went missing meanwhile is
 /// compiled again from the component's file; if that file changed too, the
 /// call fails with the adapter envelope and charges nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -389,6 +404,12 @@ async fn components_are_mapped_by_their_first_call_and_a_lost_cache_entry_is_reb
             "{name} mapped before any call: {list}"
         );
     }
+    let cache = env.dir.path().join("data").join("plugin-cache");
+    assert_eq!(
+        mapped_cache_files(&cache),
+        BTreeSet::new(),
+        "loading left component code mapped"
+    );
 
     let account = env.account("5").await;
     let (_, key) = env.token_with(&account, json!({})).await;
@@ -396,6 +417,14 @@ async fn components_are_mapped_by_their_first_call_and_a_lost_cache_entry_is_reb
     assert_eq!(resp.status(), 200);
     let (_, list) = plugins().await;
     assert!(mapped(&list, "openai"), "{list}");
+    let openai = hex::encode(Sha256::digest(
+        std::fs::read(env.dir.path().join("adapters").join("openai.wasm")).unwrap(),
+    ));
+    let files = mapped_cache_files(&cache);
+    assert!(
+        !files.is_empty() && files.iter().all(|f| f.starts_with(&openai)),
+        "an openai call maps openai's code and nothing else: {files:?}"
+    );
     for name in ["anthropic", "gemini", "drop-sampling", "keep-thinking"] {
         assert!(
             !mapped(&list, name),
@@ -404,7 +433,6 @@ async fn components_are_mapped_by_their_first_call_and_a_lost_cache_entry_is_reb
     }
 
     // The cache entry of an unchanged file: compiled again on first use.
-    let cache = env.dir.path().join("data").join("plugin-cache");
     let adapters = env.dir.path().join("adapters");
     let entries_of = |file: &str| -> Vec<std::path::PathBuf> {
         let sha = hex::encode(Sha256::digest(std::fs::read(adapters.join(file)).unwrap()));

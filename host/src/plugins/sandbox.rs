@@ -316,19 +316,24 @@ impl Sandbox {
         pool.total_stacks(instances);
         pool.max_memory_size(limits.max_memory_bytes);
         // When an instance ends, its slot's pages (linear memory, tables,
-        // the fiber stack its calls ran on) go back to the OS, in batches of
-        // 64 slots (one madvise pass each), rather than being reset with
-        // memset and kept resident. Keeping them saved a little CPU only
-        // where instances end often, which warm instances make rare (a
-        // guest call is short, so few are in use at once outside streams),
-        // and it kept the pages of every slot a burst had used for good
-        // (some 380 KiB a slot): private memory grew by about 22 MiB over
-        // 32 connections and 32 streams at once, against 7 MiB now. Up to
-        // a batch of finished slots may wait for their madvise.
-        pool.linear_memory_keep_resident(0);
-        pool.table_keep_resident(0);
-        pool.async_stack_keep_resident(0);
-        pool.decommit_batch_size(64);
+        // the fiber stack its calls ran on) go back to the OS at once
+        // (madvise), rather than being reset with memset and kept resident.
+        // Keeping them saved a little CPU only where instances end often,
+        // which warm instances make rare (a guest call is short, so few are
+        // in use at once outside streams), and it kept the pages of every
+        // slot a burst had used for good (some 380 KiB a slot): private
+        // memory grew by about 22 MiB over 32 connections and 32 streams at
+        // once, against 7 MiB now.
+        //
+        // At once, not in batches: a slot keeps the memory image of the
+        // component it last ran, and with it that component's whole native
+        // code, until the slot is reused or the component is dropped; a
+        // dropped component clears only the slots back in the free list,
+        // so a slot still waiting in a batch would keep a dropped
+        // component's code mapped (a component is let go after its load,
+        // `registry::Linked`, and on every reload). A stream's instance
+        // ending costs one more madvise of its pages, some microseconds.
+        pool.decommit_batch_size(1);
         cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&cfg)?;
 
