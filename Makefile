@@ -81,9 +81,10 @@ test-rust: build
 	$(CARGO) test --release --workspace
 
 # The SDK suites, and the web console in headless Chromium (chromium and
-# chromium-driver from Debian's packages; .ci/run installs them).
+# chromium-driver from Debian's packages; .ci/run installs them); also the
+# unit tests of the bench's Python helpers (tests/bench).
 test-sdk: build venv
-	.venv/bin/python -m pytest -q tests/sdk
+	.venv/bin/python -m pytest -q tests/sdk tests/bench
 
 # The console's screenshots in docs/console (the README's), from its browser test.
 console-screenshots: build venv

@@ -8,12 +8,19 @@
 #
 #   1. an instrumented build (`-Cprofile-generate`) in target/pgo/gen;
 #   2. a training run: the bench (tests/bench/run.sh, short runs, no nginx)
-#      against that build, which writes its counters when it exits; the
-#      counters merged by llvm-profdata into target/pgo/merged.profdata. Done
-#      again only when the instrumented binary changed (its SHA-256 is kept in
-#      target/pgo/trained-on);
-#   3. the optimised build (`-Cprofile-use`) in target/pgo/use, copied to
-#      target/pgo/gateway.
+#      against that build, whose processes (the server, the compiler
+#      processes it starts, the admin commands) each write their counters
+#      when they exit; the counters merged by llvm-profdata into
+#      target/pgo/merged.profdata, and the functions the server process ran
+#      listed, hottest first, in target/pgo/order.txt (tests/bench/
+#      symbol_order.py). Done again only when the instrumented binary changed
+#      (its SHA-256 is kept in target/pgo/trained-on);
+#   3. the optimised build (`-Cprofile-use`) in target/pgo/use, linked with
+#      order.txt as lld's `--symbol-ordering-file`, so that the code the
+#      server runs sits together at the start of the binary's code (the
+#      kernel maps code in whole page-cache folios, so scattered code keeps
+#      far more of the binary resident), and its relocations packed; copied
+#      to target/pgo/gateway.
 #
 # Both builds pass `--target` (the host's), so RUSTFLAGS reach only the
 # gateway's own code and its dependencies, not build scripts or proc macros.
@@ -55,12 +62,16 @@ GEN="$PGO/gen/$TRIPLE/dist/gateway"
 
 # 2. The training run, unless this very binary was trained already.
 sum=$(sha256sum "$GEN" | cut -d' ' -f1)
-if [[ -s "$PGO/merged.profdata" && "$(cat "$PGO/trained-on" 2>/dev/null || true)" == "$sum" ]]; then
-    say "2/3: the instrumented build is unchanged: keeping target/pgo/merged.profdata"
+if [[ -s "$PGO/merged.profdata" && -s "$PGO/order.txt" &&
+    "$(cat "$PGO/trained-on" 2>/dev/null || true)" == "$sum" ]]; then
+    say "2/3: the instrumented build is unchanged: keeping target/pgo/merged.profdata and order.txt"
 else
     say "2/3: training: the bench's load against the instrumented build (about a minute; log: target/pgo/training.log)"
-    rm -rf "$PGO/raw" "$PGO/trained-on"
-    if ! BENCH_GATEWAY="$GEN" BENCH_OUT_DIR="$PGO/training" BENCH_DURATION=5 BENCH_WARMUP=1 \
+    rm -rf "$PGO/raw" "$PGO/trained-on" "$PGO/order.txt"
+    # One counters file per process (%p), so that the server's can be told
+    # from the compiler processes' and the admin commands'.
+    if ! LLVM_PROFILE_FILE="$PGO/raw/gateway-%p.profraw" BENCH_GATEWAY="$GEN" \
+        BENCH_OUT_DIR="$PGO/training" BENCH_DURATION=5 BENCH_WARMUP=1 \
         BENCH_CONCURRENCY="1 32" BENCH_ROUNDS=1 BENCH_NGINX=0 BENCH_CROSS=1 BENCH_STREAM=1 \
         BENCH_QUIET=1 BENCH_SOAK=0 "$ROOT/tests/bench/run.sh" >"$PGO/training.log" 2>&1; then
         tail -n 20 "$PGO/training.log" | sed 's/^/    /' >&2
@@ -71,13 +82,41 @@ else
     shopt -u nullglob
     ((${#raw[@]} > 0)) || die "the training run left no counters in target/pgo/raw (did the gateway exit cleanly?)"
     "$PROFDATA" merge -o "$PGO/merged.profdata.new" "${raw[@]}"
+    texts=()
+    for r in "${raw[@]}"; do
+        "$PROFDATA" merge --text -o "${r%.profraw}.txt" "$r"
+        texts+=("${r%.profraw}.txt")
+    done
+    python3 "$ROOT/tests/bench/symbol_order.py" "${texts[@]}" >"$PGO/order.txt.new" ||
+        die "could not list the functions the server ran"
+    mv "$PGO/order.txt.new" "$PGO/order.txt"
     mv "$PGO/merged.profdata.new" "$PGO/merged.profdata"
     printf '%s\n' "$sum" >"$PGO/trained-on"
 fi
 
-# 3. The optimised build.
+# 3. The optimised build, linked for a small resident set:
+#  - the functions in order.txt first (lld's `--symbol-ordering-file`; rustc
+#    links with lld, rust-lld, on this platform since Rust 1.90, and the
+#    instrumented build says which linker it had);
+#  - relative relocations packed (`-z pack-relative-relocs`, DT_RELR): the
+#    dynamic loader reads some 12 KB of them at start instead of a 1 MB
+#    table. The binary then needs glibc 2.36 or later, so only where the
+#    build machine's glibc has it.
+link_args=()
+if grep -aq 'Linker: LLD' "$GEN"; then
+    link_args+=(-Clink-arg=-Wl,--symbol-ordering-file="$PGO/order.txt"
+        -Clink-arg=-Wl,--no-warn-symbol-ordering)
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc //p')
+    if [[ -n "$glibc" ]] && printf '2.36\n%s\n' "$glibc" | sort -CV; then
+        link_args+=(-Clink-arg=-Wl,-z,pack-relative-relocs)
+    else
+        say "glibc ${glibc:-unknown} predates DT_RELR (2.36): relocations left unpacked"
+    fi
+else
+    say "the linker is not lld: the code is not laid out by target/pgo/order.txt"
+fi
 say "3/3: the optimised build (target/pgo/use)"
-RUSTFLAGS="-Cprofile-use=$PGO/merged.profdata" \
+RUSTFLAGS="-Cprofile-use=$PGO/merged.profdata ${link_args[*]}" \
     "$CARGO" build --profile dist -p gateway --target "$TRIPLE" --target-dir "$PGO/use"
 cp -f "$PGO/use/$TRIPLE/dist/gateway" "$PGO/gateway.new"
 mv -f "$PGO/gateway.new" "$PGO/gateway"
