@@ -146,12 +146,17 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's settings, read when it starts: a background thread returns
 /// pages freed for a second to the system even while the process is idle
-/// (the compiler's memory after loading adapters, a burst's buffers).
+/// (the compiler's memory after loading adapters, a burst's buffers); and
+/// an arena per CPU rather than jemalloc's default of four per CPU, each
+/// with its own partly used pages and its own background thread (about
+/// 0.45 MiB less private memory idle on 2 cores, with no difference in CPU
+/// per request visible in interleaved runs at 32 connections).
 /// (A C string: jemalloc reads `const char *malloc_conf`.)
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
 pub static malloc_conf: Option<&'static u8> = Some(&MALLOC_CONF[0]);
-const MALLOC_CONF: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+const MALLOC_CONF: &[u8] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,percpu_arena:percpu\0";
 
 fn main() -> ExitCode {
     // `RUST_BACKTRACE=1` also makes every `anyhow` error capture a backtrace,
