@@ -7,14 +7,16 @@
 # steps, each skipped when its inputs have not changed:
 #
 #   1. an instrumented build (`-Cprofile-generate`) in target/pgo/gen;
-#   2. a training run: the bench (tests/bench/run.sh, short runs, no nginx)
-#      against that build, whose processes (the server, the compiler
-#      processes it starts, the admin commands) each write their counters
-#      when they exit; the counters merged by llvm-profdata into
-#      target/pgo/merged.profdata, and the functions the server process ran
-#      listed, hottest first, in target/pgo/order.txt (tests/bench/
-#      symbol_order.py). Done again only when the instrumented binary changed
-#      (its SHA-256 is kept in target/pgo/trained-on);
+#   2. two training runs against that build, the bench's set-up alone
+#      (tests/bench/run.sh with BENCH_IDLE_ONLY=1: a gateway that starts and
+#      idles) and the bench's load (short runs, no nginx), whose processes
+#      (the server, the compiler processes it starts, the admin commands)
+#      each write their counters when they exit; the load's counters merged
+#      by llvm-profdata into target/pgo/merged.profdata, and the functions
+#      the server processes ran listed in target/pgo/order.txt, start-up's
+#      first, hottest first in each group (tests/bench/symbol_order.py).
+#      Done again only when the instrumented binary changed (its SHA-256 is
+#      kept in target/pgo/trained-on);
 #   3. the optimised build (`-Cprofile-use`) in target/pgo/use, linked with
 #      order.txt as lld's `--symbol-ordering-file`, so that the code the
 #      server runs sits together at the start of the binary's code (the
@@ -66,28 +68,36 @@ if [[ -s "$PGO/merged.profdata" && -s "$PGO/order.txt" &&
     "$(cat "$PGO/trained-on" 2>/dev/null || true)" == "$sum" ]]; then
     say "2/3: the instrumented build is unchanged: keeping target/pgo/merged.profdata and order.txt"
 else
-    say "2/3: training: the bench's load against the instrumented build (about a minute; log: target/pgo/training.log)"
-    rm -rf "$PGO/raw" "$PGO/trained-on" "$PGO/order.txt"
+    say "2/3: training: the bench's start-up, then its load, against the instrumented build (about a minute; log: target/pgo/training.log)"
+    rm -rf "$PGO/raw" "$PGO/raw-startup" "$PGO/trained-on" "$PGO/order.txt"
+    : >"$PGO/training.log"
     # One counters file per process (%p), so that the server's can be told
     # from the compiler processes' and the admin commands'.
-    if ! LLVM_PROFILE_FILE="$PGO/raw/gateway-%p.profraw" BENCH_GATEWAY="$GEN" \
-        BENCH_OUT_DIR="$PGO/training" BENCH_DURATION=5 BENCH_WARMUP=1 \
-        BENCH_CONCURRENCY="1 32" BENCH_ROUNDS=1 BENCH_NGINX=0 BENCH_CROSS=1 BENCH_STREAM=1 \
-        BENCH_QUIET=1 BENCH_SOAK=0 "$ROOT/tests/bench/run.sh" >"$PGO/training.log" 2>&1; then
+    train() {
+        LLVM_PROFILE_FILE="$1/gateway-%p.profraw" BENCH_GATEWAY="$GEN" \
+            BENCH_OUT_DIR="$PGO/training" BENCH_DURATION=5 BENCH_WARMUP=1 \
+            BENCH_CONCURRENCY="1 32" BENCH_ROUNDS=1 BENCH_NGINX=0 BENCH_CROSS=1 BENCH_STREAM=1 \
+            BENCH_QUIET=1 BENCH_SOAK=0 BENCH_IDLE_ONLY="$2" "$ROOT/tests/bench/run.sh" >>"$PGO/training.log" 2>&1
+    }
+    if ! train "$PGO/raw-startup" 1 || ! train "$PGO/raw" 0; then
         tail -n 20 "$PGO/training.log" | sed 's/^/    /' >&2
         die "the training run failed (log: target/pgo/training.log)"
     fi
     shopt -s nullglob
     raw=("$PGO"/raw/*.profraw)
+    startup=("$PGO"/raw-startup/*.profraw)
     shopt -u nullglob
-    ((${#raw[@]} > 0)) || die "the training run left no counters in target/pgo/raw (did the gateway exit cleanly?)"
+    ((${#raw[@]} > 0 && ${#startup[@]} > 0)) ||
+        die "the training left no counters in target/pgo/raw or raw-startup (did the gateway exit cleanly?)"
     "$PROFDATA" merge -o "$PGO/merged.profdata.new" "${raw[@]}"
-    texts=()
-    for r in "${raw[@]}"; do
+    # symbol_order.py reads the counters as text.
+    for r in "${startup[@]}" "${raw[@]}"; do
         "$PROFDATA" merge --text -o "${r%.profraw}.txt" "$r"
-        texts+=("${r%.profraw}.txt")
     done
-    python3 "$ROOT/tests/bench/symbol_order.py" "${texts[@]}" >"$PGO/order.txt.new" ||
+    startup_text=("${startup[@]/%.profraw/.txt}")
+    load_text=("${raw[@]/%.profraw/.txt}")
+    python3 "$ROOT/tests/bench/symbol_order.py" --startup "${startup_text[@]}" \
+        --load "${load_text[@]}" >"$PGO/order.txt.new" ||
         die "could not list the functions the server ran"
     mv "$PGO/order.txt.new" "$PGO/order.txt"
     mv "$PGO/merged.profdata.new" "$PGO/merged.profdata"

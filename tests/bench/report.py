@@ -263,11 +263,19 @@ def print_report(path):
     mem = by.get("memory")
     if mem:
         print()
-        print(f"gateway resident memory (VmRSS): idle {num(mib(mem['rss_idle_kib']))} MiB; "
+        started = ""
+        if "rss_started_kib" in mem:
+            started = (f" ({num(mib(mem['rss_started_kib']))} MiB right after start-up, "
+                       f"{mem['idle_settle_s']} s before: what start-up freed, which the "
+                       "allocator gives back after a second)")
+        print(f"gateway resident memory (VmRSS): idle {num(mib(mem['rss_idle_kib']))} MiB{started}; "
               f"after the load {num(mib(mem['rss_after_load_kib']))} MiB; "
               f"after {mem['quiet_s']} s quiet {num(mib(mem['rss_after_quiet_kib']))} MiB")
         if "anon_idle_kib" in mem:
-            print(f"  of which private (RssAnon): idle {num(mib(mem['anon_idle_kib']))} MiB; "
+            anon_started = ""
+            if "anon_started_kib" in mem:
+                anon_started = f" ({num(mib(mem['anon_started_kib']))} MiB right after start-up)"
+            print(f"  of which private (RssAnon): idle {num(mib(mem['anon_idle_kib']))} MiB{anon_started}; "
                   f"after the load {num(mib(mem['anon_after_load_kib']))} MiB; "
                   f"after the quiet spell {num(mib(mem['anon_after_quiet_kib']))} MiB. The rest maps"
                   " files: the binary's code, the compiled adapters, libraries (shared with the"

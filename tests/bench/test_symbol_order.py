@@ -33,48 +33,71 @@ def profile(tmp_path, name, records):
 SERVER = "_ZN7gateway6server5start28_$u7b$$u7b$closure$u7d$$u7d$17h0123456789abcdefE"
 
 
-def run(*paths):
+def run(*args):
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, paths)],
+        [sys.executable, str(SCRIPT), *map(str, args)],
         capture_output=True, text=True, check=False,
     )
 
 
-def test_the_server_process_functions_hottest_first(tmp_path):
-    server = profile(tmp_path, "gateway-1.txt", [
-        record("_ZN4cold17h1E", [1, 0]),
-        record("gateway.abc-cgu.0;_ZN5local17h2E", [5, 700], value_sites=True),
+def test_start_up_first_then_the_load_hottest_first(tmp_path):
+    # The start-up run: a server that only started, and an admin command.
+    startup = profile(tmp_path, "startup-1.txt", [
+        record("_ZN6config17h1E", [1, 0]),
+        record("gateway.abc-cgu.0;_ZN5alloc17h2E", [40, 3], value_sites=True),
         record(SERVER, [1]),
         record("_ZN5never17h3E", [0, 0, 0]),
-        record("_ZN3hot17h4E", [9000]),
-        record("_ZN4tie117h5E", [1]),
     ])
-    # A compiler process: ran far more, none of it the server's.
-    child = profile(tmp_path, "gateway-2.txt", [
-        record("_ZN9cranelift7compile17h6E", [10**9]),
+    admin = profile(tmp_path, "startup-2.txt", [
+        record("_ZN3cli17h9E", [7]),
         record(SERVER, [0]),
     ])
-    out = run(child, server)
+    load = profile(tmp_path, "load-1.txt", [
+        record("_ZN6config17h1E", [1]),
+        record("gateway.abc-cgu.0;_ZN5alloc17h2E", [90000]),
+        record(SERVER, [1]),
+        record("_ZN5never17h3E", [0]),
+        record("_ZN5relay17h4E", [9000]),
+        record("_ZN6stream17h5E", [9000]),
+        record("_ZN4rare17h6E", [2]),
+    ])
+    # A compiler process: ran far more, none of it the server's.
+    child = profile(tmp_path, "load-2.txt", [
+        record("_ZN9cranelift7compile17h7E", [10**9]),
+        record(SERVER, [0]),
+    ])
+    out = run("--startup", admin, startup, "--load", child, load)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n") == [
-        "_ZN3hot17h4E",
-        "_ZN5local17h2E",  # the object file's name is not the symbol's
-        "_ZN4cold17h1E",   # ties by name
-        "_ZN4tie117h5E",
+        # Start-up's, by the load's counters: the object file's name is
+        # not the symbol's.
+        "_ZN5alloc17h2E",
+        "_ZN6config17h1E",  # ties by name
         SERVER,
+        # Then what only the load ran.
+        "_ZN5relay17h4E",
+        "_ZN6stream17h5E",
+        "_ZN4rare17h6E",
         "",
     ]
-    assert "5 functions ran in" in out.stderr and "gateway-1.txt" in out.stderr
+    assert "3 functions ran in start-up" in out.stderr
+    assert "3 more under load" in out.stderr and "load-1.txt" in out.stderr
 
 
 def test_no_server_profile_or_two_are_refused(tmp_path):
     child = profile(tmp_path, "a.txt", [record("_ZN9cranelift17h6E", [3])])
-    out = run(child)
-    assert out.returncode != 0 and "0 of the profiles ran the server" in out.stderr
     one = profile(tmp_path, "b.txt", [record(SERVER, [1])])
     two = profile(tmp_path, "c.txt", [record(SERVER, [2])])
-    out = run(one, two)
+    out = run("--startup", one, "--load", child)
+    assert out.returncode != 0 and "0 of the profiles ran the server" in out.stderr
+    out = run("--startup", one, two, "--load", one)
     assert out.returncode != 0 and "2 of the profiles ran the server" in out.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["--startup"], ["--load", "x"], ["--startup", "x", "--load"]])
+def test_usage(args):
+    out = run(*args)
+    assert out.returncode != 0 and "usage:" in out.stderr
 
 
 def test_both_manglings_of_the_server_mark():
