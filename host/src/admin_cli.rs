@@ -333,7 +333,7 @@ fn list_columns(cmd: &AdminCommand) -> Option<&'static [&'static str]> {
             "attempts",
             "failures",
         ],
-        AdminCommand::Plugins { .. } => &["name", "kind", "version", "sha256", "source"],
+        AdminCommand::Plugins { .. } => &["name", "kind", "version", "mapped", "sha256", "source"],
         _ => return None,
     })
 }

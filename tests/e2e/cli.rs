@@ -280,7 +280,10 @@ async fn the_admin_cli_prints_tables_by_default_and_says_what_long_operations_do
     assert!(err.contains("rescanning the plugin folders"), "{err}");
     assert!(err.contains("component(s) loaded"), "{err}");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(text.contains("openai") && text.contains("sha256"), "{text}");
+    assert!(
+        text.contains("openai") && text.contains("mapped") && text.contains("sha256"),
+        "{text}"
+    );
 
     let out = tokio::task::block_in_place(|| run(&["reload"]));
     let err = String::from_utf8_lossy(&out.stderr).to_string();

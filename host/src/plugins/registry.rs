@@ -12,7 +12,7 @@
 //! from the cache. A mapped component is about 0.8 MiB of resident memory
 //! once loaded and described, so a gateway with a folder of vendors pays
 //! only for the ones its channels call (the bench's, seven components of
-//! which two serve: 5.5 MiB less when idle).
+//! which two serve: about 6 MiB less when idle).
 //!
 //! A component is refused, with a log line saying why, when it exports no
 //! world of ours, was built against another version of the WIT package,
