@@ -166,6 +166,39 @@ async fn a_client_that_disconnects_mid_stream_is_billed_what_was_relayed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_while_the_vendor_is_quiet_is_settled_at_once() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    // The first word at once, then a minute before each of the others:
+    // the client leaves during the first pause. `usage_row` gives up well
+    // before the vendor's next word (or the idle timeout), so the row must
+    // come from noticing the client, not from the vendor.
+    let prompt = "a slow story [[sim:words=5, delta_delay_ms=60000]]";
+    let mut body = user("gpt-4o-mini", prompt);
+    body["stream"] = json!(true);
+    let resp = env.chat(&key, body).await;
+    let rid = request_id(&resp);
+    let mut stream = resp.bytes_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(stream);
+
+    let row = usage_row(&env, &rid).await;
+    assert_eq!(row["status"], 200);
+    assert!(
+        row["error"].as_str().unwrap().contains("went away"),
+        "{row}"
+    );
+    billed_as_counted(&env, &account, &row, 2_500_000).await;
+    let (_, holds) = env
+        .admin(reqwest::Method::GET, "/admin/v1/holds", None)
+        .await;
+    assert_eq!(holds["data"], json!([]));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_failure_costs_nothing() {
     let env = Env::start().await;
     let account = env.account("5").await;

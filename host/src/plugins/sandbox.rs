@@ -439,14 +439,15 @@ impl Sandbox {
         store: &Store<GuestState>,
         outcome: Result<wasmtime::Result<R>, tokio::time::error::Elapsed>,
     ) -> Result<R, GuestFailure> {
-        let plugin = store.data().plugin.to_string();
+        // The plugin's name is copied only into a failure.
+        let plugin = || store.data().plugin.to_string();
         match outcome {
+            Ok(Ok(v)) => Ok(v),
             Err(_) => Err(GuestFailure::Deadline {
-                plugin,
+                plugin: plugin(),
                 budget_ms: self.limits.call_timeout.as_millis() as u64,
             }),
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.classify(plugin, store.data().limiter.hit, e)),
+            Ok(Err(e)) => Err(self.classify(plugin(), store.data().limiter.hit, e)),
         }
     }
 
