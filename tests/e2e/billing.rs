@@ -131,6 +131,27 @@ async fn a_streamed_call_is_charged_the_usage_the_vendor_reported() {
     env.stop().await;
 }
 
+/// Streams `prompt` as gpt-4o-mini, reads the first chunk and goes away;
+/// returns the call's usage row, which says the client went away.
+async fn leave_after_the_first_chunk(env: &Env, key: &str, prompt: &str) -> Value {
+    let mut body = user("gpt-4o-mini", prompt);
+    body["stream"] = json!(true);
+    let resp = env.chat(key, body).await;
+    let rid = request_id(&resp);
+    let mut stream = resp.bytes_stream();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(!first.is_empty());
+    drop(stream);
+
+    let row = usage_row(env, &rid).await;
+    assert_eq!(row["status"], 200);
+    assert!(
+        row["error"].as_str().unwrap().contains("went away"),
+        "{row}"
+    );
+    row
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_mid_stream_is_billed_what_was_relayed() {
     let env = Env::start().await;
@@ -138,21 +159,7 @@ async fn a_client_that_disconnects_mid_stream_is_billed_what_was_relayed() {
     let (_, key) = env.token_with(&account, json!({})).await;
     // 400 words, 5 ms apart: two seconds of stream.
     let prompt = "a slow story [[sim:words=400, chunk_delay_ms=5]]";
-    let mut body = user("gpt-4o-mini", prompt);
-    body["stream"] = json!(true);
-    let resp = env.chat(&key, body).await;
-    let rid = request_id(&resp);
-    let mut stream = resp.bytes_stream();
-    let first = stream.next().await.unwrap().unwrap();
-    assert!(!first.is_empty());
-    drop(stream); // the client goes away after the first chunk
-
-    let row = usage_row(&env, &rid).await;
-    assert_eq!(row["status"], 200);
-    assert!(
-        row["error"].as_str().unwrap().contains("went away"),
-        "{row}"
-    );
+    let row = leave_after_the_first_chunk(&env, &key, prompt).await;
     let (input, output) = (
         row["input_tokens"].as_i64().unwrap(),
         row["output_tokens"].as_i64().unwrap(),
@@ -175,21 +182,7 @@ async fn a_client_that_leaves_while_the_vendor_is_quiet_is_settled_at_once() {
     // before the vendor's next word (or the idle timeout), so the row must
     // come from noticing the client, not from the vendor.
     let prompt = "a slow story [[sim:words=5, delta_delay_ms=60000]]";
-    let mut body = user("gpt-4o-mini", prompt);
-    body["stream"] = json!(true);
-    let resp = env.chat(&key, body).await;
-    let rid = request_id(&resp);
-    let mut stream = resp.bytes_stream();
-    let first = stream.next().await.unwrap().unwrap();
-    assert!(!first.is_empty());
-    drop(stream);
-
-    let row = usage_row(&env, &rid).await;
-    assert_eq!(row["status"], 200);
-    assert!(
-        row["error"].as_str().unwrap().contains("went away"),
-        "{row}"
-    );
+    let row = leave_after_the_first_chunk(&env, &key, prompt).await;
     billed_as_counted(&env, &account, &row, 2_500_000).await;
     let (_, holds) = env
         .admin(reqwest::Method::GET, "/admin/v1/holds", None)
