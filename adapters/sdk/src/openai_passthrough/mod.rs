@@ -11,6 +11,7 @@
 //! - streams hide the usage report from clients that did not ask for it by
 //!   folding it into the last content chunk (see [`StreamRelay`]).
 
+mod members;
 mod request;
 mod response;
 mod stream;

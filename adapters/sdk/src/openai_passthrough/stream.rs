@@ -1,8 +1,7 @@
-use std::collections::BTreeMap;
-
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::members::{choices, Members};
 use super::{client_wants_usage, raw, read_usage};
 use crate::canonical::Usage;
 use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
@@ -20,11 +19,6 @@ pub struct StreamClose {
     pub complete: bool,
 }
 
-/// A chunk's top-level members as the vendor wrote them; only the ones the
-/// relay edits are replaced. Written out, members come in key order, as
-/// from a parsed object.
-type Members<'a> = BTreeMap<String, &'a RawValue>;
-
 /// Relays an OpenAI chat stream event by event.
 ///
 /// The vendor is always asked for a usage report (a last chunk with
@@ -34,11 +28,12 @@ type Members<'a> = BTreeMap<String, &'a RawValue>;
 /// and sent once the usage is known, with the usage inside it. Either way
 /// every chunk before the last shows `"usage": null` (spec §2.9).
 ///
-/// A chunk is not built into a tree and written out again: its members
-/// are checked as JSON and copied as the vendor wrote them, and only
-/// `model`, `usage` and the `finish_reason`s of `choices` are read (the
-/// splice of `finish_response`; a tree per chunk was most of a relayed
-/// frame's guest time).
+/// A chunk is not built into a tree and written out again: it is checked as
+/// JSON and copied as the vendor wrote it, members in the vendor's order,
+/// with only the values of `model` and `usage` replaced (added at its end
+/// when missing); only `usage` and the `finish_reason`s of `choices` are
+/// read ([`Members`]: a tree per chunk, then a map of its members written
+/// out again, was most of a relayed frame's guest time).
 #[derive(Debug)]
 pub struct StreamRelay {
     /// The client's model name, as JSON text.
@@ -82,42 +77,48 @@ impl StreamRelay {
         // Copied members keep the vendor's spacing; a chunk spread over
         // several lines is made one line first, as clients expect.
         let compact;
-        let data = if data.contains(['\n', '\r']) {
+        let data = if data.bytes().any(|b| b == b'\n' || b == b'\r') {
             compact = String::from_utf8(to_bytes(&parse_stream_chunk(data)?)).unwrap_or_default();
             compact.as_str()
         } else {
             data
         };
-        let Ok(mut chunk) = serde_json::from_str::<Members>(data) else {
+        let Some(chunk) = Members::parse(data) else {
             return Err(match parse_stream_chunk(data) {
                 Err(e) => e,
                 Ok(_) => TranslateError::upstream("stream chunk is not a JSON object"),
             });
         };
-        if chunk.contains_key("error") && !chunk.contains_key("choices") {
+        if chunk.contains("error") && !chunk.contains("choices") {
             let mut out = release(&mut self.held, None);
             out.push(to_text(&sanitised_error(parse_stream_chunk(data)?)));
             return Ok(out);
         }
-        chunk.insert("model".to_owned(), &self.client_model);
         let report = chunk
             .get("usage")
-            .and_then(|member| Some((*member, read_usage(member)?)));
+            .and_then(|member| Some((member, read_usage(member)?)));
         let carries_usage = report.is_some();
         if let Some((member, read)) = report {
             self.usage = read.billed;
             self.usage_json = Some(read.filled.unwrap_or_else(|| member.to_owned()));
         }
-        if let (true, Some(usage)) = (carries_usage, &self.usage_json) {
-            chunk.insert("usage".to_owned(), usage);
-        }
-        // Every chunk shows `usage`, `null` where it has none (spec §2.9).
-        chunk.entry("usage".to_owned()).or_insert(RawValue::NULL);
-        let (has_choices, finishes) = chunk.get("choices").map_or((false, false), |c| choices(c));
+        let (has_choices, finishes) = chunk.get("choices").map_or((false, false), choices);
         self.finished |= finishes;
+        // The client's model name; the usage read (with its details filled
+        // in) where the chunk carries one, and every chunk shows `usage`,
+        // `null` where it has none (spec §2.9).
+        let written = || {
+            let model = self.client_model.get();
+            match (carries_usage, &self.usage_json) {
+                (true, Some(usage)) => {
+                    chunk.splice(&[("model", model), ("usage", usage.get())], &[])
+                }
+                _ => chunk.splice(&[("model", model)], &[("usage", "null")]),
+            }
+        };
 
         if self.client_wants_usage {
-            return Ok(vec![write(&chunk)]);
+            return Ok(vec![written()]);
         }
         if carries_usage && !has_choices {
             // The usage report: its usage goes into the held chunk and the
@@ -126,11 +127,12 @@ impl StreamRelay {
             return Ok(release(&mut self.held, self.usage_json.as_deref()));
         }
         // Whatever is held goes first so the client sees chunks in order.
+        let text = written();
         let mut out = release(&mut self.held, None);
         if finishes && !carries_usage {
-            self.held = Some(write(&chunk));
+            self.held = Some(text);
         } else {
-            out.push(write(&chunk));
+            out.push(text);
         }
         Ok(out)
     }
@@ -154,40 +156,15 @@ fn release(held: &mut Option<String>, usage: Option<&RawValue>) -> Vec<String> {
         return Vec::new();
     };
     // The held text is one this relay wrote: it reads back.
-    let with_usage = usage.and_then(|usage| {
-        let mut chunk = serde_json::from_str::<Members>(&text).ok()?;
-        chunk.insert("usage".to_owned(), usage);
-        Some(write(&chunk))
-    });
+    let with_usage =
+        usage.and_then(|usage| Some(Members::parse(&text)?.splice(&[("usage", usage.get())], &[])));
     vec![with_usage.unwrap_or(text)]
-}
-
-/// Whether `choices` is a non-empty array, and whether one of them has a
-/// `finish_reason` that is not `null`.
-fn choices(choices: &RawValue) -> (bool, bool) {
-    let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(choices.get()) else {
-        return (false, false);
-    };
-    let finishes = items.iter().any(|choice| {
-        serde_json::from_str::<Members>(choice.get()).is_ok_and(|members| {
-            members
-                .get("finish_reason")
-                .is_some_and(|reason| reason.get() != "null")
-        })
-    });
-    (!items.is_empty(), finishes)
 }
 
 /// A value as JSON text (`null` if it could not be written, which does
 /// not happen in practice).
 fn raw_or_null(value: &Value) -> Box<RawValue> {
     raw(value).unwrap_or_else(|| RawValue::NULL.to_owned())
-}
-
-/// Members written out as one JSON object (it does not fail: the keys are
-/// strings and the values JSON text).
-fn write(members: &Members) -> String {
-    serde_json::to_string(members).unwrap_or_default()
 }
 
 /// Vendors may report a failure inside the stream; the client gets it, minus
