@@ -484,6 +484,86 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
     sim.shutdown().await;
 }
 
+/// A finished stream gives its adapter instance back, as a plain call does:
+/// the calls after it take the warm instance instead of instantiating the
+/// adapter again. Read from the `guest` spans of each call's own trace
+/// (the instantiation is one, `call = instantiate`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
+    let sim = start_sim().await;
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = process_config(
+        dir.path(),
+        &sim.base_url(),
+        &format!("[tracing]\notlp_endpoint = \"{}\"\n", collector.endpoint),
+    );
+    let gw = GatewayProcess::start(&config);
+    let http = reqwest::Client::new();
+    let (_, key) = gw.account_and_key(&http, "5").await;
+    // One trace per call: a stream, a stream, a plain call.
+    let calls = [
+        ("0af7651916cd43dd8448eb211c80319c", true),
+        ("0af7651916cd43dd8448eb211c80319d", true),
+        ("0af7651916cd43dd8448eb211c80319e", false),
+    ];
+    for (trace_id, stream) in calls {
+        let mut body = user("gpt-4o-mini", "reuse me");
+        body["stream"] = json!(stream);
+        let resp = http
+            .post(format!("http://{}/v1/chat/completions", gw.public))
+            .bearer_auth(&key)
+            .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let text = resp.text().await.unwrap();
+        assert_eq!(text.contains("[DONE]"), stream, "{text}");
+    }
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    // Wait (bounded) for every call's request span: a call's last to end.
+    let mut spans = Vec::new();
+    for _ in 0..120 {
+        spans = collector.spans.lock().unwrap().clone();
+        let done = calls.iter().all(|(trace_id, _)| {
+            spans
+                .iter()
+                .any(|s| hex(&s.trace_id) == *trace_id && s.name == "POST /v1/chat/completions")
+        });
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    gw.signal("TERM");
+    let guest_calls = |trace_id: &str| -> Vec<String> {
+        spans
+            .iter()
+            .filter(|s| hex(&s.trace_id) == trace_id && s.name == "guest")
+            .filter_map(|s| attr(s, "call"))
+            .collect()
+    };
+    for (trace_id, stream) in &calls[1..] {
+        let guests = guest_calls(trace_id);
+        let expected = if *stream {
+            "push"
+        } else {
+            "translate_response"
+        };
+        assert!(
+            guests.iter().any(|c| c == expected),
+            "{expected} in {guests:?}"
+        );
+        assert!(
+            !guests.iter().any(|c| c == "instantiate"),
+            "the call after a finished one instantiated its adapter: {guests:?}"
+        );
+    }
+    sim.shutdown().await;
+}
+
 fn names(spans: &[Span]) -> Vec<String> {
     spans.iter().map(|s| s.name.clone()).collect()
 }

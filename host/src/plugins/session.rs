@@ -342,6 +342,9 @@ pub struct AdapterSession {
     plugin: Arc<AdapterPlugin>,
     store: Store<GuestState>,
     inst: VendorAdapter,
+    /// A call failed in a way that returned no error to the caller (a
+    /// stream translator's drop): the instance must not be reused.
+    spoilt: bool,
 }
 
 impl AdapterSession {
@@ -364,24 +367,18 @@ impl AdapterSession {
             plugin: plugin.clone(),
             store,
             inst,
+            spoilt: false,
         })
     }
 
-    /// Gives the instance back for another call, first dropping the stream
-    /// translator it holds (if any). Only for a session whose calls all
-    /// succeeded.
-    pub async fn recycle(mut self, translator: Option<ResourceAny>) {
-        if let Some(t) = translator {
-            let dropped = guarded!(
-                self.sandbox,
-                self.store,
-                t.resource_drop_async(&mut self.store)
-            );
-            if dropped.is_err() {
-                return;
-            }
+    /// Gives the instance back for another call. Only for a session whose
+    /// calls all succeeded; a stream's translator is gone by then
+    /// ([`AdapterSession::finish`] drops it, and a failed drop keeps the
+    /// instance from coming back).
+    pub fn recycle(self) {
+        if !self.spoilt {
+            self.plugin.warm.give(self.store, self.inst);
         }
-        self.plugin.warm.give(self.store, self.inst);
     }
 
     pub async fn translate_request(
@@ -508,6 +505,9 @@ impl AdapterSession {
         Ok(events)
     }
 
+    /// Ends the stream: its closing events and usage. The translator is
+    /// dropped here and must not be used again (a session whose `finish`
+    /// failed is not recycled, so its instance goes with the translator).
     pub async fn finish(&mut self, translator: ResourceAny) -> Result<StreamClose, AdapterError> {
         let api = self.inst.gateway_plugin_adapter().stream_translator();
         let r = guarded!(
@@ -518,11 +518,12 @@ impl AdapterSession {
         let end = r.map_err(AdapterError::Plugin)?;
         check_events(&self.store, &end.events)?;
         // The translator is done; let the guest free it.
-        let _ = guarded!(
+        let dropped = guarded!(
             self.sandbox,
             self.store,
             translator.resource_drop_async(&mut self.store)
         );
+        self.spoilt |= dropped.is_err();
         Ok(StreamClose {
             events: end.events,
             usage: end.usage.map(host_usage),

@@ -325,9 +325,10 @@ async fn pump(
         }
     }
     // The guest instance goes back now, not when the settlement is done:
-    // to its adapter's warm instances if every call on it succeeded.
+    // to its adapter's warm instances if every call on it succeeded
+    // (`finish` has dropped the translator).
     if guest_ok {
-        session.recycle(Some(translator)).await;
+        session.recycle();
     } else {
         drop(session);
     }

@@ -481,7 +481,7 @@ async fn attempt(
         .translate_request(&ctx, &req.body)
         .await
         .map_err(Failed::adapter)?;
-    asking.recycle(None).await;
+    asking.recycle();
     // Policies edit chat requests in the vendor's chat dialect.
     if !policies.is_empty() && req.protocol.is_chat() {
         if let OutboundBody::Bytes(bytes) = &outbound.body {
@@ -556,7 +556,7 @@ async fn attempt(
             .await
         {
             Ok(mapped) => {
-                session.recycle(None).await;
+                session.recycle();
                 mapped
             }
             // The adapter could not read the vendor's error: the vendor's
@@ -649,7 +649,7 @@ async fn attempt(
         )
         .await
         .map_err(|e| Failed::untranslatable(channel, e))?;
-    session.recycle(None).await;
+    session.recycle();
     Ok(Answer::Plain {
         status: answer.status,
         content_type: answer.content_type,
