@@ -354,6 +354,40 @@ impl Collector {
         });
         Collector { endpoint, spans }
     }
+
+    /// A gateway process config that exports its spans here.
+    fn gateway_config(&self, dir: &std::path::Path, sim_url: &str) -> std::path::PathBuf {
+        process_config(
+            dir,
+            sim_url,
+            &format!("[tracing]\notlp_endpoint = \"{}\"\n", self.endpoint),
+        )
+    }
+
+    /// Every span received once each of `trace_ids` has its request span
+    /// (a call's last to end; the batch exporter sends every few seconds,
+    /// so the wait is bounded, not fixed), or when the wait runs out.
+    async fn spans_of(&self, trace_ids: &[&str]) -> Vec<Span> {
+        let mut spans = Vec::new();
+        for _ in 0..120 {
+            spans = self.spans.lock().unwrap().clone();
+            let done = trace_ids.iter().all(|trace_id| {
+                spans
+                    .iter()
+                    .any(|s| hex(&s.trace_id) == *trace_id && s.name == "POST /v1/chat/completions")
+            });
+            if done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        spans
+    }
+}
+
+/// An id as lowercase hex, as `traceparent` writes it.
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn attr(span: &Span, key: &str) -> Option<String> {
@@ -372,11 +406,7 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
     let sim = start_sim().await;
     let collector = Collector::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = process_config(
-        dir.path(),
-        &sim.base_url(),
-        &format!("[tracing]\notlp_endpoint = \"{}\"\n", collector.endpoint),
-    );
+    let config = collector.gateway_config(dir.path(), &sim.base_url());
     let gw = GatewayProcess::start(&config);
     let http = reqwest::Client::new();
     let (_, key) = gw.account_and_key(&http, "5").await;
@@ -392,22 +422,9 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    // The batch exporter sends every few seconds: wait (bounded) until the
-    // call's whole tree has arrived; the last span to end is the request's.
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let mut spans = Vec::new();
-    for _ in 0..120 {
-        spans = collector.spans.lock().unwrap().clone();
-        let done = spans
-            .iter()
-            .any(|s| hex(&s.trace_id) == trace_id && s.name == "POST /v1/chat/completions");
-        if done {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    // The call's whole tree: the last span to end is the request's.
+    let spans = collector.spans_of(&[trace_id]).await;
     gw.signal("TERM");
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let ours: Vec<&Span> = spans
         .iter()
         .filter(|s| hex(&s.trace_id) == trace_id)
@@ -493,11 +510,7 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
     let sim = start_sim().await;
     let collector = Collector::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = process_config(
-        dir.path(),
-        &sim.base_url(),
-        &format!("[tracing]\notlp_endpoint = \"{}\"\n", collector.endpoint),
-    );
+    let config = collector.gateway_config(dir.path(), &sim.base_url());
     let gw = GatewayProcess::start(&config);
     let http = reqwest::Client::new();
     let (_, key) = gw.account_and_key(&http, "5").await;
@@ -522,21 +535,8 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
         let text = resp.text().await.unwrap();
         assert_eq!(text.contains("[DONE]"), stream, "{text}");
     }
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    // Wait (bounded) for every call's request span: a call's last to end.
-    let mut spans = Vec::new();
-    for _ in 0..120 {
-        spans = collector.spans.lock().unwrap().clone();
-        let done = calls.iter().all(|(trace_id, _)| {
-            spans
-                .iter()
-                .any(|s| hex(&s.trace_id) == *trace_id && s.name == "POST /v1/chat/completions")
-        });
-        if done {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let trace_ids: Vec<&str> = calls.iter().map(|(trace_id, _)| *trace_id).collect();
+    let spans = collector.spans_of(&trace_ids).await;
     gw.signal("TERM");
     let guest_calls = |trace_id: &str| -> Vec<String> {
         spans
