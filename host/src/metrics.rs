@@ -20,7 +20,7 @@
 //! seconds by the server) folds their samples in even when nobody scrapes.
 
 use crate::billing::usage::Usage;
-use metrics::{Counter, Gauge, Key, Label, Metadata, Recorder, SharedString, Unit};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,13 +182,17 @@ impl Metrics {
         .increment(1);
     }
 
-    /// One guest call (any export of any component) took `took`.
-    pub fn guest_call(&self, plugin: &Arc<str>, took: Duration) {
-        self.histogram(
-            names::GUEST_CALL_DURATION,
-            vec![Label::new("plugin", SharedString::from(plugin.clone()))],
-            took,
-        );
+    /// The series of a plugin's guest call times (any export of any
+    /// component), each recorded in seconds; a guest store keeps it for its
+    /// calls (see `plugins::sandbox`).
+    pub fn guest_call_time(&self, plugin: &Arc<str>) -> Histogram {
+        self.inner.recorder.register_histogram(
+            &Key::from_parts(
+                names::GUEST_CALL_DURATION,
+                vec![Label::new("plugin", SharedString::from(plugin.clone()))],
+            ),
+            &METADATA,
+        )
     }
 
     /// A settled call of a configured model: the tokens billed by kind and

@@ -108,6 +108,12 @@ pub struct GuestState {
     pub(crate) plugin: Arc<str>,
     request_id: String,
     log_lines: u32,
+    /// This plugin's series of `gateway_guest_call_duration_seconds`,
+    /// looked up at the store's first timed call: a stream calls its guest
+    /// once per relayed frame, and finding the series by name and label
+    /// each time (a label allocated, the registry hashed) was a visible
+    /// part of a frame.
+    call_time: Option<metrics::Histogram>,
 }
 
 impl WasiView for GuestState {
@@ -370,10 +376,15 @@ impl Sandbox {
     }
 
     /// Records one guest call's time (see [`guarded!`]).
-    pub fn observed(&self, store: &Store<GuestState>, took: Duration) {
-        if let Some(m) = self.metrics.get() {
-            m.guest_call(&store.data().plugin, took);
-        }
+    pub fn observed(&self, store: &mut Store<GuestState>, took: Duration) {
+        let Some(m) = self.metrics.get() else {
+            return;
+        };
+        let state = store.data_mut();
+        state
+            .call_time
+            .get_or_insert_with(|| m.guest_call_time(&state.plugin))
+            .record(took.as_secs_f64());
     }
 
     /// The metrics this sandbox records into, once set.
@@ -401,6 +412,7 @@ impl Sandbox {
             plugin,
             request_id: request_id.to_string(),
             log_lines: 0,
+            call_time: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -576,7 +588,7 @@ macro_rules! guarded {
             span,
         )
         .await;
-        $sandbox.observed(&$store, started.elapsed());
+        $sandbox.observed(&mut $store, started.elapsed());
         $sandbox.outcome(&$store, r)
     }};
 }
