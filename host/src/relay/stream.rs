@@ -50,7 +50,7 @@ type VendorEvents = Pin<Box<dyn Stream<Item = Result<sse::Event, sse::SseError>>
 pub(crate) struct Opened {
     session: AdapterSession,
     translator: ResourceAny,
-    events: VendorEvents,
+    events: Watched,
     /// The first events for the client.
     first: Vec<SseEvent>,
     /// The stream ended before any client event: how (its closing events
@@ -88,20 +88,19 @@ pub(crate) async fn start(
     protocol: Protocol,
     idle_timeout: Duration,
 ) -> Result<Opened, StartFailed> {
-    let mut events: VendorEvents = Box::pin(
-        sse::events(
-            super::vendor::bytes_stream(upstream),
-            sse::DEFAULT_MAX_PENDING,
-        )
-        .fuse(),
+    let mut events = Watched::new(
+        Box::pin(
+            sse::events(
+                super::vendor::bytes_stream(upstream),
+                sse::DEFAULT_MAX_PENDING,
+            )
+            .fuse(),
+        ),
+        idle_timeout,
     );
     let mut first: Vec<SseEvent> = Vec::new();
     loop {
-        let next = next_event(
-            &mut events,
-            idle_timeout,
-            "the stream broke before its first event",
-        );
+        let next = events.next("the stream broke before its first event");
         let ev = match next.await.map_err(StartFailed::Vendor)? {
             None => {
                 // Over before any text for the client: a whole (empty)
@@ -146,22 +145,73 @@ pub(crate) async fn start(
     }
 }
 
-/// The vendor's next event, `None` at the end of its stream; a stall of
-/// `idle_timeout` or a broken stream (described as `broke`) is the error.
-async fn next_event(
-    events: &mut VendorEvents,
+/// The vendor's stream with its stall watch: a wait for the next event
+/// longer than `idle_timeout` fails the stream.
+///
+/// One timer serves the whole stream instead of a timeout per event: each
+/// wait only notes when it began, and the timer, when it fires, checks
+/// whether the current wait is really that old and otherwise is set again
+/// for the wait's own deadline. A stream whose events come faster than
+/// `idle_timeout` touches the runtime's timer wheel about once per
+/// `idle_timeout`, not twice per relayed frame (a timer registered while
+/// the vendor is quiet, then taken out when the event comes). The rule is
+/// the same as a timeout around each wait: the time spent handing an event
+/// to a slow client is not the vendor's silence.
+struct Watched {
+    events: VendorEvents,
     idle_timeout: Duration,
-    broke: &str,
-) -> Result<Option<SseEvent>, ApiError> {
-    match tokio::time::timeout(idle_timeout, events.next()).await {
-        Err(_) => Err(ApiError::UpstreamTimeout(idle_timeout.as_secs())),
-        Ok(None) => Ok(None),
-        Ok(Some(Err(e))) => Err(ApiError::UpstreamUnreachable(format!("{broke}: {e}"))),
-        Ok(Some(Ok(ev))) => Ok(Some(SseEvent {
-            event: ev.event,
-            data: ev.data,
-        })),
+    /// When the current wait for an event began.
+    waiting_since: tokio::time::Instant,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Watched {
+    fn new(events: VendorEvents, idle_timeout: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        Self {
+            events,
+            idle_timeout,
+            waiting_since: now,
+            timer: Box::pin(tokio::time::sleep_until(deadline(now, idle_timeout))),
+        }
     }
+
+    /// The vendor's next event, `None` at the end of its stream; a stall of
+    /// `idle_timeout` or a broken stream (described as `broke`) is the
+    /// error.
+    async fn next(&mut self, broke: &str) -> Result<Option<SseEvent>, ApiError> {
+        self.waiting_since = tokio::time::Instant::now();
+        let item = loop {
+            tokio::select! {
+                biased;
+                item = self.events.next() => break item,
+                () = &mut self.timer => {
+                    let due = deadline(self.waiting_since, self.idle_timeout);
+                    if due <= tokio::time::Instant::now() {
+                        return Err(ApiError::UpstreamTimeout(self.idle_timeout.as_secs()));
+                    }
+                    self.timer.as_mut().reset(due);
+                }
+            }
+        };
+        match item {
+            None => Ok(None),
+            Some(Err(e)) => Err(ApiError::UpstreamUnreachable(format!("{broke}: {e}"))),
+            Some(Ok(ev)) => Ok(Some(SseEvent {
+                event: ev.event,
+                data: ev.data,
+            })),
+        }
+    }
+}
+
+/// `idle` after `from`; a timeout too long to add is as good as none (a
+/// year on).
+fn deadline(from: tokio::time::Instant, idle: Duration) -> tokio::time::Instant {
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    from.checked_add(idle)
+        .or_else(|| from.checked_add(YEAR))
+        .unwrap_or(from)
 }
 
 fn untranslatable(e: AdapterError) -> StartFailed {
@@ -176,16 +226,12 @@ pub(crate) fn respond(
     opened: Opened,
     charge: Charge,
     protocol: &'static ClientProtocol,
-    idle_timeout: Duration,
     wants_usage: bool,
 ) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let request_id = charge.request_id().to_string();
-    tokio::spawn(REQUEST_ID.scope(
-        request_id,
-        pump(opened, charge, protocol, idle_timeout, wants_usage, tx),
-    ));
+    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, protocol, wants_usage, tx)));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -244,7 +290,6 @@ async fn pump(
     opened: Opened,
     charge: Charge,
     protocol: &'static ClientProtocol,
-    idle_timeout: Duration,
     wants_usage: bool,
     tx: mpsc::Sender<Bytes>,
 ) {
@@ -276,7 +321,7 @@ async fn pump(
                 client.gone = true;
                 break None;
             }
-            next = next_event(&mut events, idle_timeout, "the stream broke") => next,
+            next = events.next("the stream broke") => next,
         };
         let ev = match next {
             Err(e) => break Some(e),
@@ -404,4 +449,81 @@ async fn pump(
         }
     }
     client.deliver(&closing).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::stream;
+    use std::task::Poll;
+
+    /// A vendor stream that is quiet at its first poll (asking to be polled
+    /// again), then sends one event, then nothing more.
+    fn one_event_after_a_pause() -> VendorEvents {
+        let mut polls = 0;
+        Box::pin(stream::poll_fn(move |cx| {
+            polls += 1;
+            match polls {
+                1 => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                2 => Poll::Ready(Some(Ok(sse::Event {
+                    event: None,
+                    data: "{}".into(),
+                }))),
+                _ => Poll::Pending,
+            }
+        }))
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_vendor_quiet_for_the_idle_timeout_fails_the_wait() {
+        runtime().block_on(async {
+            let mut watched = Watched::new(Box::pin(stream::pending()), Duration::ZERO);
+            match watched.next("broke").await {
+                Err(ApiError::UpstreamTimeout(0)) => {}
+                other => panic!("expected the stall, got {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn a_timer_due_from_an_earlier_wait_is_set_again_from_this_one() {
+        runtime().block_on(async {
+            let idle = Duration::from_secs(3600);
+            let mut watched = Watched::new(one_event_after_a_pause(), idle);
+            // The deadline of an earlier wait is long gone (a slow client
+            // took the time since): the timer fires at once, but this wait
+            // has just begun, so it is set again and the event comes.
+            let now = tokio::time::Instant::now();
+            let long_ago = now.checked_sub(Duration::from_secs(10)).unwrap();
+            watched.timer.as_mut().reset(long_ago);
+            let ev = watched.next("broke").await.unwrap().unwrap();
+            assert_eq!(ev.data, "{}");
+            let deadline = watched.timer.deadline();
+            assert!(
+                deadline >= now + idle,
+                "set again for this wait's own deadline"
+            );
+            assert!(deadline <= tokio::time::Instant::now() + idle);
+        });
+    }
+
+    #[test]
+    fn a_timeout_too_long_to_add_is_a_year() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(
+            deadline(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        assert!(deadline(now, Duration::MAX) > now + Duration::from_secs(364 * 24 * 3600));
+    }
 }

@@ -383,13 +383,7 @@ async fn try_channels(
                 return Ok(out);
             }
             Ok(Answer::Stream(opened)) => {
-                let mut out = stream::respond(
-                    *opened,
-                    charge,
-                    req.protocol,
-                    state.config.limits.stream_idle_timeout,
-                    req.wants_usage,
-                );
+                let mut out = stream::respond(*opened, charge, req.protocol, req.wants_usage);
                 plugin.mark(&mut out);
                 return Ok(out);
             }
