@@ -385,6 +385,38 @@ impl Collector {
     }
 }
 
+/// A gateway process exporting its spans to a [`Collector`], in front of
+/// the simulator, with an account's key: the setting of the trace tests.
+struct Traced {
+    sim: upstream_sim::SimServer,
+    collector: Collector,
+    /// The gateway's data folder, removed when the test ends.
+    _dir: tempfile::TempDir,
+    gw: GatewayProcess,
+    http: reqwest::Client,
+    key: String,
+}
+
+impl Traced {
+    async fn start() -> Traced {
+        let sim = start_sim().await;
+        let collector = Collector::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = collector.gateway_config(dir.path(), &sim.base_url());
+        let gw = GatewayProcess::start(&config);
+        let http = reqwest::Client::new();
+        let (_, key) = gw.account_and_key(&http, "5").await;
+        Traced {
+            sim,
+            collector,
+            _dir: dir,
+            gw,
+            http,
+            key,
+        }
+    }
+}
+
 /// An id as lowercase hex, as `traceparent` writes it.
 fn hex(id: &[u8]) -> String {
     id.iter().map(|x| format!("{x:02x}")).collect()
@@ -403,13 +435,14 @@ fn attr(span: &Span, key: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its_context() {
-    let sim = start_sim().await;
-    let collector = Collector::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = collector.gateway_config(dir.path(), &sim.base_url());
-    let gw = GatewayProcess::start(&config);
-    let http = reqwest::Client::new();
-    let (_, key) = gw.account_and_key(&http, "5").await;
+    let Traced {
+        sim,
+        collector,
+        _dir,
+        gw,
+        http,
+        key,
+    } = Traced::start().await;
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let client_span = "00f067aa0ba902b7";
     let resp = http
@@ -507,13 +540,14 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
 /// (the instantiation is one, `call = instantiate`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
-    let sim = start_sim().await;
-    let collector = Collector::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = collector.gateway_config(dir.path(), &sim.base_url());
-    let gw = GatewayProcess::start(&config);
-    let http = reqwest::Client::new();
-    let (_, key) = gw.account_and_key(&http, "5").await;
+    let Traced {
+        sim,
+        collector,
+        _dir,
+        gw,
+        http,
+        key,
+    } = Traced::start().await;
     // One trace per call: a stream, a stream, a plain call.
     let calls = [
         ("0af7651916cd43dd8448eb211c80319c", true),
