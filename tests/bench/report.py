@@ -300,6 +300,7 @@ def print_report(path):
                   f"WAL segments {num(wal / calls)} bytes/call")
 
     ds, gs = cell("direct-stream") or None, cell("gateway-stream") or None
+    ns = cell("nginx-stream") or None
     if ds or gs:
         print()
         s0 = ds or gs
@@ -307,7 +308,7 @@ def print_report(path):
               f"{s0['conc']} streams at once, "
               f"{num(s0.get('duration_s'), 2)} s measured:")
         body = []
-        for r in (ds, gs):
+        for r in (ds, ns, gs):
             if r:
                 body.append([r["cell"].replace("-stream", ""), num(r.get("requests")), num(r.get("frames")),
                              num(r.get("ttft_p50_us")), num(r.get("ttft_p99_us")),
@@ -320,6 +321,15 @@ def print_report(path):
                   f"p99 {signed(diff(gs.get('ttft_p99_us'), ds.get('ttft_p99_us')))} µs; "
                   f"gateway CPU per relayed frame {num(gs.get('server_cpu_us_per_frame'), 2)} µs "
                   f"({num(gs.get('frames'))} frames over the window)")
+        if ds and ns:
+            # The floor a hop sets on this machine: nginx relays each frame
+            # with no translation, counting, books or guest call.
+            times = ratio(gs and gs.get("server_cpu_us_per_frame"), ns.get("server_cpu_us_per_frame"))
+            print(f"  the nginx hop: added time to first token p50 "
+                  f"{signed(diff(ns.get('ttft_p50_us'), ds.get('ttft_p50_us')))} µs, "
+                  f"p99 {signed(diff(ns.get('ttft_p99_us'), ds.get('ttft_p99_us')))} µs; "
+                  f"CPU per relayed frame {num(ns.get('server_cpu_us_per_frame'), 2)} µs"
+                  + (f" (the gateway's {num(times, 2)}x that)" if times is not None else ""))
 
     rounds = {}
     for r in runs:
@@ -389,7 +399,8 @@ def print_report(path):
 
 
 # Which CPU figure picks a cell's median round.
-CPU_KEY = {"direct-stream": "server_cpu_us_per_frame", "gateway-stream": "server_cpu_us_per_frame"}
+CPU_KEY = {"direct-stream": "server_cpu_us_per_frame", "nginx-stream": "server_cpu_us_per_frame",
+           "gateway-stream": "server_cpu_us_per_frame"}
 
 
 def median_run(candidates, key):

@@ -12,10 +12,11 @@
 # cross-protocol cell). Each run reports requests/s, p50, p99 and the CPU time
 # (user + system, /proc/PID/stat, over the measured window) per request of
 # the process under test (the mock itself when direct; nginx's master and
-# workers; the gateway) and of the mock. Then a streamed test, direct and
-# through the gateway: each stream a role chunk, 64 deltas 20 ms apart, the
-# finish chunk and [DONE] (`[[sim:words=64,delta_delay_ms=20]]`), with time to
-# the first content delta and the gateway's CPU per relayed frame. Also: the
+# workers; the gateway) and of the mock. Then a streamed test, direct,
+# through nginx (unbuffered) and through the gateway: each stream a role
+# chunk, 64 deltas 20 ms apart, the finish chunk and [DONE]
+# (`[[sim:words=64,delta_delay_ms=20]]`), with time to the first content
+# delta and CPU per relayed frame. Also: the
 # gateway's resident memory idle (right after start-up, and 2 s later once
 # the allocator has given back what start-up freed), after the load and
 # after a quiet spell; its
@@ -353,7 +354,8 @@ PY
 # nginx: `worker_processes` BENCH_WORKERS (as many as the gateway's runtime
 # threads), the mock as a keep-alive
 # upstream, a loopback port picked free just before (retried if taken
-# meanwhile), no access log, everything it writes in the temp folder.
+# meanwhile), no access log, everything it writes in the temp folder; under
+# /stream/ the same hop unbuffered, for the streamed test.
 NGINX_URL=""
 NGINX_PIDS=""
 start_nginx() {
@@ -395,6 +397,15 @@ http {
             proxy_pass http://mock;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+        }
+        # The streamed test's hop: /stream/v1/... is the mock's /v1/..., each
+        # frame passed on as it arrives (buffered, nginx would hold frames
+        # back until a buffer fills).
+        location /stream/ {
+            proxy_pass http://mock/;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
         }
     }
 }
@@ -617,6 +628,10 @@ if [[ "$STREAM" == 1 ]]; then
         r=$(round_suffix "$round")
         run "direct-stream$r" direct-stream "$STREAM_CONCURRENCY" "$SIM_URL/v1/chat/completions" "$SIM_KEY" \
             sim-chat "$SIM_PID" "${STREAM_ARGS[@]}"
+        if [[ -n "$NGINX_URL" ]]; then
+            run "nginx-stream$r" nginx-stream "$STREAM_CONCURRENCY" "$NGINX_URL/stream/v1/chat/completions" \
+                "$SIM_KEY" sim-chat "$NGINX_PIDS" "${STREAM_ARGS[@]}"
+        fi
         run "gateway-stream$r" gateway-stream "$STREAM_CONCURRENCY" "$GW_URL/v1/chat/completions" "$TOKEN" \
             gpt-4o-mini "$GW_PID" "${STREAM_ARGS[@]}"
     done

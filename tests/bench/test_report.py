@@ -1,0 +1,73 @@
+"""report.py's streamed section: the nginx hop's row and its added time to
+first token and CPU per frame beside the gateway's, from raw results
+written as tests/bench/run.sh writes them (one JSON object a line)."""
+
+import json
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).with_name("report.py")
+sys.path.insert(0, str(SCRIPT.parent))
+
+import report  # noqa: E402
+
+
+def stream_run(cell, ttft_p50, ttft_p99, cpu_per_frame, label=None):
+    """One streamed run's line after `report.py augment`."""
+    return {
+        "label": label or cell,
+        "cell": cell,
+        "conc": 32,
+        "requests": 239,
+        "frames": 17_100,
+        "duration_s": 11.3,
+        "p50_us": 1_335_300,
+        "ttft_p50_us": ttft_p50,
+        "ttft_p99_us": ttft_p99,
+        "server_cpu_us_per_frame": cpu_per_frame,
+        "mock_cpu_us_per_frame": 60.0,
+        "errors": 0,
+    }
+
+
+def printed(tmp_path, capsys, rows):
+    path = tmp_path / "latest.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report.print_report(str(path))
+    return capsys.readouterr().out
+
+
+def test_the_nginx_hop_is_shown_beside_the_gateway(tmp_path, capsys):
+    out = printed(tmp_path, capsys, [
+        stream_run("direct-stream", 1_500, 7_000, 60.0),
+        stream_run("nginx-stream", 2_000, 9_000, 27.5),
+        stream_run("gateway-stream", 2_100, 10_000, 66.0),
+    ])
+    cells = [line.split()[0] for line in out.splitlines()
+             if line.strip().startswith(("direct ", "nginx ", "gateway "))]
+    assert cells == ["direct", "nginx", "gateway"]
+    assert "added time to first token: p50 +600 µs, p99 +3,000 µs" in out
+    assert ("the nginx hop: added time to first token p50 +500 µs, p99 +2,000 µs; "
+            "CPU per relayed frame 27.50 µs (the gateway's 2.40x that)") in out
+    assert "added TTFT (p50) <= 300 µs" in out
+
+
+def test_a_run_without_nginx_prints_no_hop_line(tmp_path, capsys):
+    out = printed(tmp_path, capsys, [
+        stream_run("direct-stream", 1_500, 7_000, 60.0),
+        stream_run("gateway-stream", 2_100, 10_000, 66.0),
+    ])
+    assert "added time to first token: p50 +600 µs" in out
+    assert "nginx hop" not in out
+
+
+def test_rounds_pick_the_median_nginx_stream_by_cpu_per_frame(tmp_path, capsys):
+    out = printed(tmp_path, capsys, [
+        stream_run("direct-stream", 1_500, 7_000, 60.0),
+        stream_run("nginx-stream", 2_000, 9_000, 30.0, label="nginx-stream-r1"),
+        stream_run("nginx-stream", 9_999, 9_999, 20.0, label="nginx-stream-r2"),
+        stream_run("nginx-stream", 1_900, 9_000, 25.0, label="nginx-stream-r3"),
+        stream_run("gateway-stream", 2_100, 10_000, 66.0),
+    ])
+    assert "CPU per relayed frame 25.00 µs" in out
+    assert "nginx-stream c=32: 30.0, 20.0, 25.0" in out
