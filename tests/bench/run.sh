@@ -398,9 +398,8 @@ http {
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
-        # The streamed test's hop: /stream/v1/... is the mock's /v1/..., each
-        # frame passed on as it arrives (buffered, nginx would hold frames
-        # back until a buffer fills).
+        # The streamed test's hop: /stream/v1/... is the mock's /v1/..., read
+        # and written on unbuffered, as nginx is set up in front of SSE.
         location /stream/ {
             proxy_pass http://mock/;
             proxy_http_version 1.1;
