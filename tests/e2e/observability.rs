@@ -435,19 +435,13 @@ fn attr(span: &Span, key: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its_context() {
-    let Traced {
-        sim,
-        collector,
-        _dir,
-        gw,
-        http,
-        key,
-    } = Traced::start().await;
+    let t = Traced::start().await;
     let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
     let client_span = "00f067aa0ba902b7";
-    let resp = http
-        .post(format!("http://{}/v1/chat/completions", gw.public))
-        .bearer_auth(&key)
+    let resp = t
+        .http
+        .post(format!("http://{}/v1/chat/completions", t.gw.public))
+        .bearer_auth(&t.key)
         .header("traceparent", format!("00-{trace_id}-{client_span}-01"))
         .header("tracestate", "vendor=abc")
         .json(&user("gpt-4o-mini", "trace me"))
@@ -456,8 +450,8 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
         .unwrap();
     assert_eq!(resp.status(), 200);
     // The call's whole tree: the last span to end is the request's.
-    let spans = collector.spans_of(&[trace_id]).await;
-    gw.signal("TERM");
+    let spans = t.collector.spans_of(&[trace_id]).await;
+    t.gw.signal("TERM");
     let ours: Vec<&Span> = spans
         .iter()
         .filter(|s| hex(&s.trace_id) == trace_id)
@@ -515,11 +509,16 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
     for s in &ours {
         for kv in &s.attributes {
             let v = attr(s, &kv.key).unwrap_or_default();
-            assert!(!v.contains(&key) && !v.contains(SIM_KEY), "{}: {v}", kv.key);
+            assert!(
+                !v.contains(&t.key) && !v.contains(SIM_KEY),
+                "{}: {v}",
+                kv.key
+            );
         }
     }
     // The vendor got the upstream span's context, in the client's trace.
-    let seen = sim
+    let seen = t
+        .sim
         .requests()
         .into_iter()
         .rev()
@@ -531,7 +530,7 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
         format!("00-{trace_id}-{}-01", hex(&upstream[0].span_id))
     );
     assert_eq!(seen.header("tracestate"), Some("vendor=abc"));
-    sim.shutdown().await;
+    t.sim.shutdown().await;
 }
 
 /// A finished stream gives its adapter instance back, as a plain call does:
@@ -540,14 +539,7 @@ async fn a_request_is_one_trace_under_the_clients_parent_and_the_vendor_gets_its
 /// (the instantiation is one, `call = instantiate`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
-    let Traced {
-        sim,
-        collector,
-        _dir,
-        gw,
-        http,
-        key,
-    } = Traced::start().await;
+    let t = Traced::start().await;
     // One trace per call: a stream, a stream, a plain call.
     let calls = [
         ("0af7651916cd43dd8448eb211c80319c", true),
@@ -557,9 +549,10 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
     for (trace_id, stream) in calls {
         let mut body = user("gpt-4o-mini", "reuse me");
         body["stream"] = json!(stream);
-        let resp = http
-            .post(format!("http://{}/v1/chat/completions", gw.public))
-            .bearer_auth(&key)
+        let resp = t
+            .http
+            .post(format!("http://{}/v1/chat/completions", t.gw.public))
+            .bearer_auth(&t.key)
             .header("traceparent", format!("00-{trace_id}-00f067aa0ba902b7-01"))
             .json(&body)
             .send()
@@ -570,8 +563,8 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
         assert_eq!(text.contains("[DONE]"), stream, "{text}");
     }
     let trace_ids: Vec<&str> = calls.iter().map(|(trace_id, _)| *trace_id).collect();
-    let spans = collector.spans_of(&trace_ids).await;
-    gw.signal("TERM");
+    let spans = t.collector.spans_of(&trace_ids).await;
+    t.gw.signal("TERM");
     let guest_calls = |trace_id: &str| -> Vec<String> {
         spans
             .iter()
@@ -595,7 +588,7 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
             "the call after a finished one instantiated its adapter: {guests:?}"
         );
     }
-    sim.shutdown().await;
+    t.sim.shutdown().await;
 }
 
 fn names(spans: &[Span]) -> Vec<String> {
