@@ -279,16 +279,9 @@ proptest! {
             prop_assert_eq!(ip, peer, "an untrusted peer's headers are never read");
         } else {
             // Compared as addresses, not as text: `::0a` in a header is `::a`.
-            let named = |token: &str| -> Option<std::net::IpAddr> {
-                let token = token.trim_matches('"');
-                token.parse().ok()
-                    .or_else(|| token.parse::<std::net::SocketAddr>().ok().map(|sa| sa.ip()))
-                    .or_else(|| token.strip_prefix('[')?.split(']').next()?.parse().ok())
-                    .map(|ip: std::net::IpAddr| ip.to_canonical())
-            };
             let in_headers = xff.iter().chain(&forwarded)
                 .flat_map(|v| v.split([',', ';', '=', ' ']))
-                .any(|token| named(token) == Some(ip));
+                .any(|token| crate::limits::parse_hop(token.trim_matches('"')) == Some(ip));
             prop_assert!(ip == peer || in_headers || nets[0].contains(&ip),
                 "{ip} comes from nowhere in {xff:?} {forwarded:?}");
         }

@@ -233,7 +233,7 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
 
 /// One hop's address: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1` or
 /// `[2001:db8::1]:4711`; `unknown` and obfuscated names are `None`.
-fn parse_hop(s: &str) -> Option<IpAddr> {
+pub(crate) fn parse_hop(s: &str) -> Option<IpAddr> {
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Some(ip.to_canonical());
     }
