@@ -235,13 +235,39 @@ async fn upstream_failures_become_clear_5xx_envelopes() {
         assert_eq!(&got, code, "{directive}: {msg}");
         assert!(!msg.contains(SIM_KEY), "no credentials in messages");
     }
+    // Streamed, the same refusals get the same envelopes (the stream's
+    // translator, made while the vendor worked, is put away and its
+    // instance reads the vendor's error), and the gateway streams on after
+    // them.
+    for (directive, status, code) in cases.iter().filter(|c| c.0.contains("status")) {
+        let mut body = user("gpt-4o-mini", &format!("hi {directive}"));
+        body["stream"] = json!(true);
+        let resp = env.chat(&key, body).await;
+        let (got, msg) = envelope(resp, *status).await;
+        assert_eq!(&got, code, "streamed {directive}: {msg}");
+    }
+    streams_whole(&env, &key).await;
     env.stop().await;
+}
+
+/// A streamed chat call answers `200` and ends with `[DONE]`.
+async fn streams_whole(env: &Env, key: &str) {
+    let mut body = user("gpt-4o-mini", "hi");
+    body["stream"] = json!(true);
+    let resp = env.chat(key, body).await;
+    assert_eq!(resp.status(), 200);
+    let payloads = sse_data(resp).await;
+    assert_eq!(
+        payloads.last().map(String::as_str),
+        Some("[DONE]"),
+        "{payloads:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_upstream_times_out_instead_of_hanging_the_client() {
     let env = Env::with(Setup {
-        limits: "upstream_timeout_secs = 1".into(),
+        limits: "upstream_timeout_secs = 1\nstream_idle_timeout_secs = 1".into(),
         ..Setup::default()
     })
     .await;
@@ -254,6 +280,15 @@ async fn a_hanging_upstream_times_out_instead_of_hanging_the_client() {
     .await;
     assert_eq!(code, "upstream_timeout");
     assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    // A stream waits for the answer's head as long as for an event: the
+    // same envelope, and the translator made meanwhile is put away.
+    let mut body = user("gpt-4o-mini", "hi [[sim:hang]]");
+    body["stream"] = json!(true);
+    let started = std::time::Instant::now();
+    let (code, _) = envelope(env.chat(&key, body).await, 504).await;
+    assert_eq!(code, "upstream_timeout");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    streams_whole(&env, &key).await;
     env.stop().await;
 }
 

@@ -505,6 +505,18 @@ impl AdapterSession {
         Ok(events)
     }
 
+    /// Drops a translator that got no events (its vendor call failed before
+    /// an answer): the guest frees it, and the session is returned for
+    /// another call, unless the guest failed at it (then the instance goes).
+    pub async fn close_stream(mut self, translator: ResourceAny) -> Option<AdapterSession> {
+        let dropped = guarded!(
+            self.sandbox,
+            self.store,
+            translator.resource_drop_async(&mut self.store)
+        );
+        dropped.ok().map(|()| self)
+    }
+
     /// Ends the stream: its closing events and usage. The translator is
     /// dropped here and must not be used again (a session whose `finish`
     /// failed is not recycled, so its instance goes with the translator).

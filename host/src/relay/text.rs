@@ -453,8 +453,10 @@ async fn attempt(
     let limits = &state.config.limits;
     let sandbox = &state.plugins.sandbox;
     let stop = Failed::stop;
-    // An instance for each side of the vendor call, none held while the
-    // vendor thinks: the adapter keeps what the answer needs in `state`.
+    // An instance for each side of the vendor call: the adapter keeps what
+    // the answer needs in `state`. A plain answer's instance is taken when
+    // the answer is in, so none is held while the vendor thinks; a stream's
+    // translator is made while the vendor works on the request (below).
     let session = || async {
         AdapterSession::start(sandbox, plugin, &ctx.request_id)
             .await
@@ -516,12 +518,41 @@ async fn attempt(
     } else {
         limits.upstream_timeout
     };
-    let sent = Instant::now();
-    let resp = prepared.send(head_timeout).await;
-    state.metrics.upstream(&channel.name, sent.elapsed());
+    let sending = async {
+        let sent = Instant::now();
+        let resp = prepared.send(head_timeout).await;
+        (resp, sent.elapsed())
+    };
+    // A stream's translator is made while the vendor works on the request,
+    // not after its answer's head arrives: the instance and the guest's
+    // constructor are off the way to the first token. The yield lets the
+    // vendor connection's task write the request first (`send` has handed
+    // it over at its first poll). The instance is held from here to the
+    // stream's end, as it would be from the answer's head on.
+    let ((resp, waited), opening) = if req.stream {
+        let opening = async {
+            tokio::task::yield_now().await;
+            let mut session = session().await?;
+            let translator = session
+                .open_stream(&ctx, &adapter_state)
+                .await
+                .map_err(|e| Failed::retry(e.into()))?;
+            Ok::<_, Failed>((session, translator))
+        };
+        let (sent, opened) = tokio::join!(sending, opening);
+        (sent, Some(opened))
+    } else {
+        (sending.await, None)
+    };
+    state.metrics.upstream(&channel.name, waited);
     let resp = match resp {
         Ok(r) => r,
         Err(e) => {
+            if let Some(Ok((session, translator))) = opening {
+                if let Some(session) = session.close_stream(translator).await {
+                    session.recycle();
+                }
+            }
             tracing::warn!(channel = %channel.name, "upstream send failed: {e}");
             return Err(Failed::retry(match e {
                 SendError::Timeout(d) => ApiError::UpstreamTimeout(d.as_secs()),
@@ -544,7 +575,15 @@ async fn attempt(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
-        let mut session = session().await?;
+        // The stream's instance, if it was made, reads the error.
+        let opened = match opening {
+            Some(Ok((session, translator))) => session.close_stream(translator).await,
+            _ => None,
+        };
+        let mut session = match opened {
+            Some(session) => session,
+            None => session().await?,
+        };
         let mapped = match session
             .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
             .await
@@ -587,12 +626,8 @@ async fn attempt(
             usage,
         });
     }
-    if req.stream {
-        let mut session = session().await?;
-        let translator = session
-            .open_stream(&ctx, &adapter_state)
-            .await
-            .map_err(|e| Failed::retry(e.into()))?;
+    if let Some(opened) = opening {
+        let (session, translator) = opened?;
         let started = stream::start(
             session,
             translator,
