@@ -33,6 +33,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
+use wasmtime::component::ResourceAny;
 
 /// A client's text request, understood enough to route and bill it.
 pub struct TextRequest {
@@ -442,6 +443,17 @@ fn reports_nothing(usage: &serde_json::Value) -> bool {
 
 /// One channel: translate, apply the policies, send, and read or open the
 /// answer.
+/// A stream's instance and translator made while the vendor worked, when
+/// the vendor's answer is not a stream to relay (the call failed, or was
+/// refused): the translator is dropped and the instance handed back for
+/// another use, unless making them failed or the guest failed at the drop.
+async fn close_opened(
+    opening: Option<Result<(AdapterSession, ResourceAny), Failed>>,
+) -> Option<AdapterSession> {
+    let (session, translator) = opening?.ok()?;
+    session.close_stream(translator).await
+}
+
 async fn attempt(
     state: &SharedState,
     channel: &ChannelConfig,
@@ -548,10 +560,8 @@ async fn attempt(
     let resp = match resp {
         Ok(r) => r,
         Err(e) => {
-            if let Some(Ok((session, translator))) = opening {
-                if let Some(session) = session.close_stream(translator).await {
-                    session.recycle();
-                }
+            if let Some(session) = close_opened(opening).await {
+                session.recycle();
             }
             tracing::warn!(channel = %channel.name, "upstream send failed: {e}");
             return Err(Failed::retry(match e {
@@ -576,11 +586,7 @@ async fn attempt(
         .and_then(Result::ok)
         .unwrap_or_default();
         // The stream's instance, if it was made, reads the error.
-        let opened = match opening {
-            Some(Ok((session, translator))) => session.close_stream(translator).await,
-            _ => None,
-        };
-        let mut session = match opened {
+        let mut session = match close_opened(opening).await {
             Some(session) => session,
             None => session().await?,
         };
