@@ -441,8 +441,6 @@ fn reports_nothing(usage: &serde_json::Value) -> bool {
     !usage.is_object() || tokens("prompt_tokens") + tokens("completion_tokens") == 0
 }
 
-/// One channel: translate, apply the policies, send, and read or open the
-/// answer.
 /// A stream's instance and translator made while the vendor worked, when
 /// the vendor's answer is not a stream to relay (the call failed, or was
 /// refused): the translator is dropped and the instance handed back for
@@ -454,6 +452,8 @@ async fn close_opened(
     session.close_stream(translator).await
 }
 
+/// One channel: translate, apply the policies, send, and read or open the
+/// answer.
 async fn attempt(
     state: &SharedState,
     channel: &ChannelConfig,
