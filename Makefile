@@ -10,7 +10,9 @@ WASM_TARGET := wasm32-wasip2
 PORT        ?= 8080
 BUILD       := build
 RELEASE     := target/release
-WASM_OUT    := target/$(WASM_TARGET)/guest
+# Cargo.toml's profile for guest components, and where cargo puts them.
+GUEST_PROFILE := guest
+WASM_OUT    := target/$(WASM_TARGET)/$(GUEST_PROFILE)
 
 # guest crate -> file name in the plugin folders
 ADAPTERS    := openai-adapter:openai anthropic-adapter:anthropic gemini-adapter:gemini rerank-adapter:rerank genvideo-adapter:genvideo
@@ -44,10 +46,9 @@ bench-tools:
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-# Every guest component (Cargo.toml's `guest` profile), copied into the
-# folders the gateway loads from.
+# Every guest component, copied into the folders the gateway loads from.
 adapters: wasm-target
-	$(CARGO) build --profile guest --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS) $(EXAMPLES))
+	$(CARGO) build --profile $(GUEST_PROFILE) --target $(WASM_TARGET) $(call pkgs,$(ADAPTERS) $(POLICIES) $(TEST_GUESTS) $(EXAMPLES))
 	@mkdir -p $(BUILD)/adapters $(BUILD)/policies $(BUILD)/test-guests $(BUILD)/examples
 	@$(foreach g,$(ADAPTERS),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/adapters/$(call fname,$(g)).wasm;)
 	@$(foreach g,$(POLICIES),cp $(WASM_OUT)/$(subst -,_,$(call crate,$(g))).wasm $(BUILD)/policies/$(call fname,$(g)).wasm;)
