@@ -33,6 +33,13 @@
 //! }
 //! ```
 //!
+//! `vendor_request.answer` is there when the adapter asks for more than a
+//! translation: `"relay"` (the host relays the answer), or
+//! `{"splice": "<model>"}` (the host relays a stream's ordinary events
+//! itself: `relay::splice`). A streamed fixture of an adapter that asks for
+//! the splice is run twice, through the translator alone and spliced, and
+//! fails if the client's events differ by a byte.
+//!
 //! A video adapter's fixture describes one of its three calls instead, with
 //! the host's validated submission or the vendor's task id as input:
 //!
@@ -76,9 +83,10 @@ use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting, Sse
 use crate::plugins::registry::{load_file, AdapterPlugin, Loaded, VideoPlugin};
 use crate::plugins::sandbox::Sandbox;
 use crate::plugins::session::{
-    AdapterSession, AnswerMode, OutboundBody, OutboundRequest, TaskState, UpstreamTaskStatus,
-    VideoRequest, VideoSession,
+    AdapterSession, AnswerMode, OutboundBody, OutboundRequest, StreamClose, TaskState,
+    UpstreamTaskStatus, VideoRequest, VideoSession,
 };
+use crate::relay::splice::Splice;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -217,8 +225,10 @@ fn vendor_request_json(out: &OutboundRequest, case: &Value) -> Value {
             }),
         },
     });
-    if let AnswerMode::Relay(_) = &out.answer {
-        vendor_request["answer"] = json!("relay");
+    match &out.answer {
+        AnswerMode::Relay(_) => vendor_request["answer"] = json!("relay"),
+        AnswerMode::Splice { model } => vendor_request["answer"] = json!({ "splice": model }),
+        AnswerMode::Translate => {}
     }
     vendor_request
 }
@@ -332,36 +342,24 @@ async fn run_case(
             );
         }
     } else if let Some(stream) = field("vendor_stream").and_then(Value::as_str) {
-        use futures_util::StreamExt;
-        let translator = session
-            .open_stream(&ctx, &state)
-            .await
-            .map_err(|e| e.to_string())?;
-        let bytes = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from(
-            stream.to_string(),
-        ))]);
-        let mut events = Box::pin(crate::sse::events(bytes, crate::sse::DEFAULT_MAX_PENDING));
-        let mut client = Vec::new();
-        while let Some(ev) = events.next().await {
-            let ev = ev.map_err(|e| format!("the fixture's stream is not SSE: {e}"))?;
-            let sse = SseEvent {
-                event: ev.event,
-                data: ev.data,
-            };
-            match session.push(translator, &sse).await {
-                Ok(out) => client.extend(out),
-                Err(e) => {
-                    got.insert("stream_error".into(), json!(e.to_string()));
-                    break;
+        let run = translate_stream(&mut session, &ctx, &state, stream, None).await?;
+        // An adapter that asks the host to splice must answer the same
+        // either way: the stream again, its ordinary events the host's.
+        if let AnswerMode::Splice { model } = &out.answer {
+            if let Some(splice) = Splice::new(ctx.client_protocol, model) {
+                let spliced =
+                    translate_stream(&mut session, &ctx, &state, stream, Some(splice)).await?;
+                if let Some(why) = run.differs_from(&spliced) {
+                    return Err(format!(
+                        "the adapter asks the host to splice its stream, but the spliced \
+                         stream differs from its translator's: {why}"
+                    ));
                 }
             }
         }
-        let end = session
-            .finish(translator)
-            .await
-            .map_err(|e| e.to_string())?;
-        if end.complete {
-            client.extend(end.events);
+        let StreamRun { client, error, end } = run;
+        if let Some(e) = error {
+            got.insert("stream_error".into(), json!(e));
         }
         got.insert(
             "client_stream".into(),
@@ -386,6 +384,96 @@ async fn run_case(
         got.insert("usage".into(), usage_json(&end.usage));
     }
     Ok(Outcome { got })
+}
+
+/// What a fixture's vendor stream came to.
+struct StreamRun {
+    /// The client's events, the closing ones included when complete.
+    client: Vec<SseEvent>,
+    /// The translator's failure, which ended the stream.
+    error: Option<String>,
+    end: StreamClose,
+}
+
+impl StreamRun {
+    /// How `other` differs from this run, if it does: each event's name
+    /// and data compared as text, then the end.
+    fn differs_from(&self, other: &StreamRun) -> Option<String> {
+        let events = |r: &StreamRun| {
+            r.client
+                .iter()
+                .map(|e| (e.event.clone(), e.data.clone()))
+                .collect::<Vec<_>>()
+        };
+        let (mine, theirs) = (events(self), events(other));
+        if let Some(i) = (0..mine.len().max(theirs.len())).find(|&i| mine.get(i) != theirs.get(i)) {
+            return Some(format!(
+                "client event {i}: {:?} against {:?}",
+                theirs.get(i),
+                mine.get(i)
+            ));
+        }
+        if self.error != other.error {
+            return Some(format!("error {:?} against {:?}", other.error, self.error));
+        }
+        if self.end.complete != other.end.complete || self.end.usage != other.end.usage {
+            return Some(format!(
+                "end (complete, usage) {:?} against {:?}",
+                (other.end.complete, &other.end.usage),
+                (self.end.complete, &self.end.usage)
+            ));
+        }
+        None
+    }
+}
+
+/// Runs `stream` (server-sent events as the vendor sent them) through a new
+/// translator, with the host's splice in front of it when given, as the
+/// relay does.
+async fn translate_stream(
+    session: &mut AdapterSession,
+    ctx: &RequestCtx,
+    state: &str,
+    stream: &str,
+    mut splice: Option<Splice>,
+) -> Result<StreamRun, String> {
+    use futures_util::StreamExt;
+    let translator = session
+        .open_stream(ctx, state)
+        .await
+        .map_err(|e| e.to_string())?;
+    let bytes = futures_util::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from(
+        stream.to_string(),
+    ))]);
+    let mut events = Box::pin(crate::sse::events(bytes, crate::sse::DEFAULT_MAX_PENDING));
+    let mut client = Vec::new();
+    let mut error = None;
+    while let Some(ev) = events.next().await {
+        let ev = ev.map_err(|e| format!("the fixture's stream is not SSE: {e}"))?;
+        let sse = SseEvent {
+            event: ev.event,
+            data: ev.data,
+        };
+        if let Some(spliced) = splice.as_mut().and_then(|s| s.relay(&sse)) {
+            client.push(spliced);
+            continue;
+        }
+        match session.push(translator, &sse).await {
+            Ok(out) => client.extend(out),
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let end = session
+        .finish(translator)
+        .await
+        .map_err(|e| e.to_string())?;
+    if end.complete {
+        client.extend(end.events.iter().cloned());
+    }
+    Ok(StreamRun { client, error, end })
 }
 
 /// A poll's reading in the fixture's terms.
@@ -639,6 +727,45 @@ pub fn main(wasm: &Path, dir: &Path, update: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_of(data: &[&str], complete: bool) -> StreamRun {
+        StreamRun {
+            client: data
+                .iter()
+                .map(|d| SseEvent {
+                    event: None,
+                    data: (*d).into(),
+                })
+                .collect(),
+            error: None,
+            end: StreamClose {
+                events: Vec::new(),
+                usage: None,
+                complete,
+            },
+        }
+    }
+
+    #[test]
+    fn a_spliced_stream_must_match_its_translation_byte_for_byte() {
+        let translated = run_of(&[r#"{"a":1,"usage":null}"#, "[DONE]"], true);
+        assert!(translated
+            .differs_from(&run_of(&[r#"{"a":1,"usage":null}"#, "[DONE]"], true))
+            .is_none());
+        // The same JSON written differently is a difference.
+        let why = translated
+            .differs_from(&run_of(&[r#"{"a": 1,"usage":null}"#, "[DONE]"], true))
+            .unwrap();
+        assert!(why.starts_with("client event 0"), "{why}");
+        let why = translated
+            .differs_from(&run_of(&[r#"{"a":1,"usage":null}"#], true))
+            .unwrap();
+        assert!(why.starts_with("client event 1"), "{why}");
+        let why = translated
+            .differs_from(&run_of(&[r#"{"a":1,"usage":null}"#, "[DONE]"], false))
+            .unwrap();
+        assert!(why.starts_with("end"), "{why}");
+    }
 
     #[test]
     fn diffs_name_the_path_and_honour_the_wildcard() {

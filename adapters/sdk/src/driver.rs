@@ -10,8 +10,8 @@ use crate::bindings::adapter::exports::gateway::plugin::adapter::{
     Guest, GuestStreamTranslator, StreamEnd,
 };
 use crate::bindings::types::{
-    AnswerMode, Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, Translated,
-    UpstreamError, UpstreamRequest, Usage as WitUsage,
+    AnswerMode, Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, StreamSplice,
+    Translated, UpstreamError, UpstreamRequest, Usage as WitUsage,
 };
 use crate::canonical::Usage;
 use crate::errors::{retry_after_secs, UpstreamFailure};
@@ -89,12 +89,21 @@ impl<V: Vendor> Guest for Driver<V> {
         })?;
         let mut headers = vec![header("content-type", "application/json")];
         headers.extend(V::headers(&ctx));
+        // Where the stream relay only copies ordinary events with the
+        // client's model set, the host does that itself.
+        let answer = if translate::host_splices(V::info().protocol, &ctx) {
+            AnswerMode::Splice(StreamSplice {
+                model: ctx.model.clone(),
+            })
+        } else {
+            AnswerMode::Translate
+        };
         Ok(UpstreamRequest {
             method: "POST".to_owned(),
             path,
             headers,
             body: RequestBody::Bytes(prepared.body),
-            answer: AnswerMode::Translate,
+            answer,
             state: prepared.state,
         })
     }

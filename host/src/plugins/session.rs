@@ -144,6 +144,10 @@ pub enum AnswerMode {
     Translate,
     /// Relay the vendor's bytes to the client as they come; bill this.
     Relay(Usage),
+    /// Hand it to the adapter, except a stream's ordinary events, which
+    /// the host relays itself with the model the client sees set in them
+    /// (`relay::splice`).
+    Splice { model: String },
 }
 
 /// A request the host can send, checked.
@@ -315,6 +319,7 @@ pub fn check_request(plugin: &str, r: UpstreamRequest) -> Result<OutboundRequest
         answer: match answer {
             WitAnswerMode::Translate => AnswerMode::Translate,
             WitAnswerMode::Relay(u) => AnswerMode::Relay(host_usage(u)),
+            WitAnswerMode::Splice(s) => AnswerMode::Splice { model: s.model },
         },
         state,
     })

@@ -5,6 +5,7 @@ pub mod charge;
 pub mod form;
 pub mod health;
 pub mod relayed;
+pub(crate) mod splice;
 pub mod stream;
 pub mod text;
 mod typed_text;

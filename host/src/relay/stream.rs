@@ -25,9 +25,14 @@
 //! from a vendor that reported no usage is billed the gateway's count
 //! (`billing::tokens`), and an OpenAI client that asked for the usage chunk
 //! gets one with that count.
+//!
+//! Where the adapter asked for it (`answer-mode.splice`), the stream's
+//! ordinary events are relayed by the host without the translator
+//! (`relay::splice`); the rest, and the end, are the translator's as above.
 
 use super::charge::Charge;
 use super::relayed::{self, Relayed};
+use super::splice::Splice;
 use super::text::sse_headers;
 use crate::error::{ApiError, REQUEST_ID};
 use crate::plugins::bindings::types::{PluginError, Protocol, SseEvent};
@@ -51,6 +56,8 @@ pub(crate) struct Opened {
     session: AdapterSession,
     translator: ResourceAny,
     events: Watched,
+    /// The ordinary events the host relays itself, if the adapter asked.
+    splice: Option<Splice>,
     /// The first events for the client.
     first: Vec<SseEvent>,
     /// The stream ended before any client event: how (its closing events
@@ -86,6 +93,7 @@ pub(crate) async fn start(
     translator: ResourceAny,
     upstream: super::vendor::VendorBody,
     protocol: Protocol,
+    mut splice: Option<Splice>,
     idle_timeout: Duration,
 ) -> Result<Opened, StartFailed> {
     let mut events = Watched::new(
@@ -110,6 +118,7 @@ pub(crate) async fn start(
                         session,
                         translator,
                         events,
+                        splice,
                         first,
                         ended: Some(end),
                     }),
@@ -119,10 +128,13 @@ pub(crate) async fn start(
             }
             Some(ev) => ev,
         };
-        let out = session
-            .push(translator, &ev)
-            .await
-            .map_err(untranslatable)?;
+        let out = match splice.as_mut().and_then(|s| s.relay(&ev)) {
+            Some(spliced) => vec![spliced],
+            None => session
+                .push(translator, &ev)
+                .await
+                .map_err(untranslatable)?,
+        };
         if let Some(message) = out.iter().find_map(relayed::error_message) {
             return Err(StartFailed::Vendor(ApiError::Upstream {
                 status: 502,
@@ -138,6 +150,7 @@ pub(crate) async fn start(
                 session,
                 translator,
                 events,
+                splice,
                 first,
                 ended: None,
             });
@@ -297,6 +310,7 @@ async fn pump(
         mut session,
         translator,
         mut events,
+        mut splice,
         first,
         ended,
     } = opened;
@@ -328,6 +342,12 @@ async fn pump(
             Ok(None) => break None,
             Ok(Some(ev)) => ev,
         };
+        if let Some(spliced) = splice.as_mut().and_then(|s| s.relay(&ev)) {
+            if !client.send(std::slice::from_ref(&spliced)).await {
+                break None;
+            }
+            continue;
+        }
         match session.push(translator, &ev).await {
             Ok(out) => {
                 if !client.send(&out).await {

@@ -9,6 +9,7 @@ use super::charge::Charge;
 use super::form::ClientForm;
 use super::health::Outcome;
 use super::relayed;
+use super::splice::Splice;
 use super::stream::{self, StartFailed};
 use super::upstream::{ClientPayload, SendError};
 use super::vendor::{self, VendorBody};
@@ -507,12 +508,19 @@ async fn attempt(
         }
     }
     let adapter_state = std::mem::take(&mut outbound.state);
+    let mut splice = None;
     let relay = match std::mem::replace(&mut outbound.answer, AnswerMode::Translate) {
         AnswerMode::Relay(usage) if !req.stream => Some(usage),
         AnswerMode::Relay(_) => {
             return Err(Failed::retry(ApiError::Adapter(
                 "it asked to relay a streamed answer".into(),
             )))
+        }
+        AnswerMode::Splice { model } => {
+            if req.stream {
+                splice = Splice::new(req.protocol.protocol, &model);
+            }
+            None
         }
         AnswerMode::Translate => None,
     };
@@ -639,6 +647,7 @@ async fn attempt(
             translator,
             resp.into_body(),
             req.protocol.protocol,
+            splice,
             limits.stream_idle_timeout,
         );
         return match started.await {
