@@ -454,7 +454,10 @@ async fn translate_stream(
             event: ev.event,
             data: ev.data,
         };
-        if let Some(spliced) = splice.as_mut().and_then(|s| s.relay(&sse)) {
+        if let Some(spliced) = splice
+            .as_mut()
+            .and_then(|s| s.relay(&sse, &mut String::new()))
+        {
             client.push(spliced);
             continue;
         }

@@ -67,6 +67,17 @@ impl Relayed {
         }
     }
 
+    /// Keeps `text`, the generated text of `data` already read from it
+    /// (an OpenAI chunk the host spliced, `relay::splice`), as `observe`
+    /// would have kept it.
+    pub fn observe_read(&mut self, data: &str, text: &str) {
+        self.text.push_str(text);
+        self.remember_chunk(data);
+        if self.text.len() > HELD_TEXT {
+            self.count_held();
+        }
+    }
+
     /// Whether any generated text went out.
     pub fn any(&self) -> bool {
         self.counted > 0 || !self.text.is_empty()

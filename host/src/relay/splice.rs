@@ -21,7 +21,12 @@
 //! finishing chunk back until the usage comes, and a chunk spliced past it
 //! would reach the client first. `gateway adapter test` compares the two
 //! paths on every streamed fixture of an adapter that asks for a splice.
+//!
+//! The same pass reads the chunk's generated text for the relay's count
+//! (`relay::relayed`), with the types the count reads any event with
+//! (`typed_text`), so a spliced chunk is parsed once, not twice.
 
+use super::typed_text::{Obj, SplicedChoice};
 use crate::plugins::bindings::types::{Protocol, SseEvent};
 use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
@@ -31,6 +36,8 @@ use serde_json::value::RawValue;
 /// whether it still splices.
 #[derive(Debug)]
 pub(crate) struct Splice {
+    /// The client's protocol: which text the count reads.
+    protocol: Protocol,
     /// The client's model name as JSON text.
     model: String,
     on: bool,
@@ -45,19 +52,22 @@ impl Splice {
             return None;
         }
         Some(Self {
+            protocol,
             model: serde_json::to_string(model).ok()?,
             on: true,
         })
     }
 
-    /// The client's event for `ev` when it is ordinary; `None` when the
-    /// translator has to see it, and for every event after that.
-    pub(crate) fn relay(&mut self, ev: &SseEvent) -> Option<SseEvent> {
+    /// The client's event for `ev` when it is ordinary, its generated
+    /// text (what `relayed` would read in the event sent) appended to
+    /// `text`; `None` when the translator has to see it, and for every event
+    /// after that (`text` untouched).
+    pub(crate) fn relay(&mut self, ev: &SseEvent, text: &mut String) -> Option<SseEvent> {
         if !self.on {
             return None;
         }
         let spliced = if ev.event.is_none() {
-            splice_chunk(&ev.data, &self.model)
+            splice_chunk(&ev.data, &self.model, self.protocol, text)
         } else {
             None
         };
@@ -73,18 +83,12 @@ impl Splice {
 struct Chunk<'a> {
     #[serde(borrow)]
     model: &'a RawValue,
-    choices: Vec<Choice>,
+    #[serde(borrow)]
+    choices: Vec<Obj<SplicedChoice<'a>>>,
     #[serde(default, borrow, deserialize_with = "present")]
     usage: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "present")]
     error: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    /// `null` reads as `None`, as a missing one does.
-    #[serde(default)]
-    finish_reason: Option<IgnoredAny>,
 }
 
 /// A member that is there, whatever its value (`null` too).
@@ -92,8 +96,9 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
     T::deserialize(d).map(Some)
 }
 
-/// `data` spliced, when it is an ordinary chunk.
-fn splice_chunk(data: &str, model: &str) -> Option<String> {
+/// `data` spliced, when it is an ordinary chunk; its text appended to
+/// `text` then.
+fn splice_chunk(data: &str, model: &str, protocol: Protocol, text: &mut String) -> Option<String> {
     let bytes = data.as_bytes();
     // One object on one line, nothing around it (serde would also read a
     // struct from an array, and a chunk the translator trims or makes one
@@ -110,10 +115,10 @@ fn splice_chunk(data: &str, model: &str) -> Option<String> {
         Some(usage) if usage.get() == "null" => false,
         Some(_) => return None,
     };
-    if chunk.error.is_some()
-        || chunk.choices.is_empty()
-        || chunk.choices.iter().any(|c| c.finish_reason.is_some())
-    {
+    // Each choice an object (serde would read one from an array too),
+    // none finishing.
+    let ordinary = |c: &Obj<SplicedChoice<'_>>| c.0.as_ref().is_some_and(|c| !c.finishes());
+    if chunk.error.is_some() || chunk.choices.is_empty() || !chunk.choices.iter().all(ordinary) {
         return None;
     }
     let (start, end) = span(data, chunk.model)?;
@@ -126,6 +131,9 @@ fn splice_chunk(data: &str, model: &str) -> Option<String> {
         out.push_str(",\"usage\":null}");
     } else {
         out.push_str(data.get(end..)?);
+    }
+    for choice in chunk.choices.iter().filter_map(|c| c.0.as_ref()) {
+        choice.push_text(protocol, text);
     }
     Some(out)
 }
@@ -150,6 +158,12 @@ mod tests {
         }
     }
 
+    impl Splice {
+        fn relay_alone(&mut self, ev: &SseEvent) -> Option<SseEvent> {
+            self.relay(ev, &mut String::new())
+        }
+    }
+
     fn splice() -> Splice {
         Splice::new(Protocol::OpenaiChat, "gpt-4o-mini").unwrap()
     }
@@ -157,7 +171,7 @@ mod tests {
     #[test]
     fn an_ordinary_chunk_gets_the_model_and_a_null_usage() {
         let mut s = splice();
-        let out = s.relay(&data(
+        let out = s.relay_alone(&data(
             r#"{"id":"c1","model":"vendor-x","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}"#,
         ));
         assert_eq!(
@@ -165,7 +179,7 @@ mod tests {
             r#"{"id":"c1","model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null}"#
         );
         // A `usage: null` already there stays as written; spacing too.
-        let out = s.relay(&data(
+        let out = s.relay_alone(&data(
             r#"{"model": "vendor-x", "usage": null, "choices": [{"delta": {}}] }"#,
         ));
         assert_eq!(
@@ -173,7 +187,7 @@ mod tests {
             r#"{"model": "gpt-4o-mini", "usage": null, "choices": [{"delta": {}}] }"#
         );
         // Spaces before the closing brace stay before the added member.
-        let out = s.relay(&data(r#"{"model":"m","choices":[{}] }"#));
+        let out = s.relay_alone(&data(r#"{"model":"m","choices":[{}] }"#));
         assert_eq!(
             out.unwrap().data,
             r#"{"model":"gpt-4o-mini","choices":[{}] ,"usage":null}"#
@@ -183,7 +197,7 @@ mod tests {
     #[test]
     fn the_model_name_is_written_as_json() {
         let mut s = Splice::new(Protocol::OpenaiCompletions, "a\"b").unwrap();
-        let out = s.relay(&data(r#"{"model":"m","choices":[{"text":"x"}]}"#));
+        let out = s.relay_alone(&data(r#"{"model":"m","choices":[{"text":"x"}]}"#));
         assert_eq!(
             out.unwrap().data,
             r#"{"model":"a\"b","choices":[{"text":"x"}],"usage":null}"#
@@ -214,26 +228,26 @@ mod tests {
             r#"{"model":"m","choices":[{}],"x":}"#,
         ];
         for text in not_ordinary {
-            assert!(splice().relay(&data(text)).is_none(), "{text:?}");
+            assert!(splice().relay_alone(&data(text)).is_none(), "{text:?}");
         }
         let named = SseEvent {
             event: Some("message".into()),
             data: r#"{"model":"m","choices":[{}]}"#.into(),
         };
-        assert!(splice().relay(&named).is_none());
+        assert!(splice().relay_alone(&named).is_none());
     }
 
     #[test]
     fn after_the_first_event_the_translator_sees_it_sees_the_rest() {
         let mut s = splice();
         let ordinary = data(r#"{"model":"m","choices":[{}]}"#);
-        assert!(s.relay(&ordinary).is_some());
+        assert!(s.relay_alone(&ordinary).is_some());
         assert!(s
-            .relay(&data(
+            .relay_alone(&data(
                 r#"{"model":"m","choices":[{"finish_reason":"stop"}]}"#
             ))
             .is_none());
-        assert!(s.relay(&ordinary).is_none());
+        assert!(s.relay_alone(&ordinary).is_none());
     }
 
     #[test]
@@ -241,5 +255,39 @@ mod tests {
         assert!(Splice::new(Protocol::AnthropicMessages, "m").is_none());
         assert!(Splice::new(Protocol::Gemini, "m").is_none());
         assert!(Splice::new(Protocol::OpenaiResponses, "m").is_none());
+    }
+
+    #[test]
+    fn the_text_read_in_the_splice_is_what_the_count_reads_in_the_chunk_sent() {
+        let chat = [
+            r#"{"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"model":"m","choices":[{"delta":{"content":"h\u00e9\"llo"}},{"delta":{"reasoning_content":"why","refusal":"no"}}]}"#,
+            r#"{"model":"m","choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":"{\"a\":"}},{"function":null},7]}}]}"#,
+            r#"{"model":"m","choices":[{"delta":{"content":5,"refusal":null}},{"delta":null},{"text":"not chat"}]}"#,
+            r#"{"model":"m","choices":[{"delta":"x","finish_reason":null}],"usage":null}"#,
+        ];
+        let completions = [
+            r#"{"model":"m","choices":[{"text":"Once","index":0}]}"#,
+            r#"{"model":"m","choices":[{"text":" up\non"},{"text":null},{"delta":{"content":"not completions"}}]}"#,
+        ];
+        for (protocol, chunks) in [
+            (Protocol::OpenaiChat, &chat[..]),
+            (Protocol::OpenaiCompletions, &completions[..]),
+        ] {
+            for chunk in chunks {
+                let mut s = Splice::new(protocol, "gpt").unwrap();
+                let mut text = String::new();
+                let sent = s.relay(&data(chunk), &mut text).expect(chunk);
+                let mut counted = String::new();
+                super::super::typed_text::read(protocol, &sent.data, &mut counted);
+                assert_eq!(text, counted, "{chunk}");
+            }
+        }
+        // A chunk left to the translator adds no text.
+        let mut text = String::new();
+        let finishing =
+            data(r#"{"model":"m","choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#);
+        assert!(splice().relay(&finishing, &mut text).is_none());
+        assert!(text.is_empty());
     }
 }

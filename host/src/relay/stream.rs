@@ -128,7 +128,9 @@ pub(crate) async fn start(
             }
             Some(ev) => ev,
         };
-        let out = match splice.as_mut().and_then(|s| s.relay(&ev)) {
+        // The first events are counted with the rest when they go out.
+        let mut unread = String::new();
+        let out = match splice.as_mut().and_then(|s| s.relay(&ev, &mut unread)) {
             Some(spliced) => vec![spliced],
             None => session
                 .push(translator, &ev)
@@ -282,6 +284,16 @@ impl Client {
         sent
     }
 
+    /// Hands a spliced event to the connection and counts `text`, its
+    /// generated text as the splice read it; false once the client is gone.
+    async fn send_read(&mut self, ev: &SseEvent, text: &str) -> bool {
+        let sent = self.deliver(std::slice::from_ref(ev)).await;
+        if sent {
+            self.relayed.observe_read(&ev.data, text);
+        }
+        sent
+    }
+
     /// Hands `events` to the connection without counting them.
     async fn deliver(&mut self, events: &[SseEvent]) -> bool {
         if self.gone {
@@ -320,6 +332,8 @@ async fn pump(
         gone: false,
     };
     client.send(&first).await;
+    // The text of a spliced chunk, read by the splice.
+    let mut spliced_text = String::new();
     // After a trap or deadline the instance is unusable; don't call it again.
     let mut guest_broken = false;
     // The loop ends with the failure, if one ended it (else the vendor's
@@ -342,8 +356,13 @@ async fn pump(
             Ok(None) => break None,
             Ok(Some(ev)) => ev,
         };
-        if let Some(spliced) = splice.as_mut().and_then(|s| s.relay(&ev)) {
-            if !client.send(std::slice::from_ref(&spliced)).await {
+        if let Some(spliced) = splice
+            .as_mut()
+            .and_then(|s| s.relay(&ev, &mut spliced_text))
+        {
+            let sent = client.send_read(&spliced, &spliced_text).await;
+            spliced_text.clear();
+            if !sent {
                 break None;
             }
             continue;

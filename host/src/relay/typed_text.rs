@@ -39,16 +39,7 @@ pub(crate) fn read(protocol: Protocol, data: &str, out: &mut String) -> Option<b
         Protocol::OpenaiChat => {
             let chunk = parse::<ChatChunk>(data)?;
             for choice in chunk.items(|c| &c.choices) {
-                let Some(d) = &choice.delta.0 else { continue };
-                for text in [&d.content, &d.reasoning_content, &d.refusal] {
-                    text.push_to(out);
-                }
-                for call in d.tool_calls.objects() {
-                    if let Some(f) = &call.function.0 {
-                        f.name.push_to(out);
-                        f.arguments.push_to(out);
-                    }
-                }
+                choice.delta.push_to(out);
             }
             chunk.0.is_some()
         }
@@ -152,7 +143,7 @@ impl<T> List<Obj<T>> {
 
 /// Any JSON value; an object's members are read as `T`, anything else
 /// skipped.
-struct Obj<T>(Option<T>);
+pub(super) struct Obj<T>(pub(super) Option<T>);
 
 impl<T> Default for Obj<T> {
     fn default() -> Self {
@@ -294,6 +285,52 @@ struct ChatChunk<'a> {
 struct ChatChoice<'a> {
     #[serde(default, borrow)]
     delta: Obj<ChatDelta<'a>>,
+}
+
+impl Obj<ChatDelta<'_>> {
+    fn push_to(&self, out: &mut String) {
+        let Some(d) = &self.0 else { return };
+        for text in [&d.content, &d.reasoning_content, &d.refusal] {
+            text.push_to(out);
+        }
+        for call in d.tool_calls.objects() {
+            if let Some(f) = &call.function.0 {
+                f.name.push_to(out);
+                f.arguments.push_to(out);
+            }
+        }
+    }
+}
+
+/// A choice of an OpenAI chat or completions chunk as the host's splice
+/// reads it (`relay::splice`): whether it finishes, and its text, read by
+/// the same types as [`read`] so the splice counts what `read` would count
+/// in the chunk it sends. Strict where the splice must be sure (a member
+/// written twice fails it), lenient where `read` is.
+#[derive(Deserialize)]
+pub(super) struct SplicedChoice<'a> {
+    /// `null` reads as `None`, as a missing one does.
+    #[serde(default)]
+    finish_reason: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    delta: Obj<ChatDelta<'a>>,
+    #[serde(default, borrow)]
+    text: Text<'a>,
+}
+
+impl SplicedChoice<'_> {
+    pub(super) fn finishes(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    /// Appends the choice's generated text for a `protocol` client, as
+    /// [`read`] does (chat: the delta's; completions: `text`).
+    pub(super) fn push_text(&self, protocol: Protocol, out: &mut String) {
+        match protocol {
+            Protocol::OpenaiCompletions => self.text.push_to(out),
+            _ => self.delta.push_to(out),
+        }
+    }
 }
 
 #[derive(Deserialize)]
