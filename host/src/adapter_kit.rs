@@ -399,12 +399,12 @@ impl StreamRun {
     /// How `other` differs from this run, if it does: each event's name
     /// and data compared as text, then the end.
     fn differs_from(&self, other: &StreamRun) -> Option<String> {
-        let events = |r: &StreamRun| {
+        fn events(r: &StreamRun) -> Vec<(Option<&str>, &str)> {
             r.client
                 .iter()
-                .map(|e| (e.event.clone(), e.data.clone()))
-                .collect::<Vec<_>>()
-        };
+                .map(|e| (e.event.as_deref(), e.data.as_str()))
+                .collect()
+        }
         let (mine, theirs) = (events(self), events(other));
         if let Some(i) = (0..mine.len().max(theirs.len())).find(|&i| mine.get(i) != theirs.get(i)) {
             return Some(format!(
