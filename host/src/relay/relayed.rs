@@ -152,8 +152,24 @@ fn read_event(protocol: Protocol, data: &str, out: &mut String) -> Option<bool> 
 /// The message of a client event that reports an error instead of an
 /// answer: `{"error": {...}}` (OpenAI, Gemini, Anthropic's `error` event),
 /// `{"type": "error", "message"}` or a failed response (Responses).
+///
+/// A stream's first events are all asked, on the way to its first token:
+/// a typed pass that only skips over the event settles the usual answer
+/// (no `error` member, no error `type`) without building the event as a
+/// tree; anything it cannot settle is read as one.
 pub fn error_message(ev: &SseEvent) -> Option<String> {
-    let data: Value = serde_json::from_str(&ev.data).ok()?;
+    if let Ok(probe) = serde_json::from_str::<ErrorProbe<'_>>(&ev.data) {
+        let error_type = matches!(probe.kind.as_deref(), Some("error" | "response.failed"));
+        if probe.error.is_none() && !error_type {
+            return None;
+        }
+    }
+    error_message_of_tree(&ev.data)
+}
+
+/// [`error_message`] read from the event as a tree.
+fn error_message_of_tree(data: &str) -> Option<String> {
+    let data: Value = serde_json::from_str(data).ok()?;
     let message = |v: &Value| v["message"].as_str().unwrap_or("no message").to_string();
     if data["error"].is_object() {
         return Some(message(&data["error"]));
@@ -163,6 +179,18 @@ pub fn error_message(ev: &SseEvent) -> Option<String> {
         Some("response.failed") => Some(message(&data["response"]["error"])),
         _ => None,
     }
+}
+
+/// What [`error_message`] looks at first: whether an object has an `error`
+/// member (of any value) and the value of its `type`. An event this cannot
+/// read (not an object, a `type` that is not a string, a member written
+/// twice) is read as a tree instead, which decides as before.
+#[derive(serde::Deserialize)]
+struct ErrorProbe<'a> {
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// `usage` as OpenAI's chat and completions protocols show it.
@@ -474,6 +502,39 @@ mod tests {
         assert_eq!(error_message(&responses).as_deref(), Some("no"));
         let role = ev(json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}));
         assert_eq!(error_message(&role), None);
+        // The typed first pass decides as the tree does, on the odd events
+        // too: an `error` that is null or not an object, a `type` escaped,
+        // not a string or written twice, an error member written twice,
+        // what is not an object.
+        for data in [
+            r#"{"error":null,"choices":[]}"#,
+            r#"{"error":"down"}"#,
+            r#"{"error":{"message":"a"},"error":{"message":"b"}}"#,
+            r#"{"error":{"message":"a"},"error":null}"#,
+            r#"{"\u0074ype":"error","message":"escaped"}"#,
+            r#"{"type":"\u0065rror","message":"escaped value"}"#,
+            r#"{"type":7,"message":"x"}"#,
+            r#"{"type":"ping","type":"error","message":"twice"}"#,
+            r#"{"type":"response.failed","response":{}}"#,
+            r#"{"type":"message_start","message":{}}"#,
+            r#"[{"error":{"message":"x"}}]"#,
+            "[DONE]",
+            "",
+        ] {
+            let event = SseEvent {
+                event: None,
+                data: data.into(),
+            };
+            assert_eq!(error_message(&event), error_message_of_tree(data), "{data}");
+        }
+        assert_eq!(
+            error_message(&SseEvent {
+                event: None,
+                data: r#"{"\u0074ype":"error","message":"escaped"}"#.into(),
+            })
+            .as_deref(),
+            Some("escaped")
+        );
         assert!(!carries_text(Protocol::OpenaiChat, &role));
         let hi = ev(json!({"choices": [{"delta": {"content": "Hi"}}]}));
         assert!(carries_text(Protocol::OpenaiChat, &hi));

@@ -59,10 +59,18 @@ pub(crate) struct Opened {
     /// The ordinary events the host relays itself, if the adapter asked.
     splice: Option<Splice>,
     /// The first events for the client.
-    first: Vec<SseEvent>,
+    first: Vec<Held>,
     /// The stream ended before any client event: how (its closing events
     /// and usage; the translator is finished).
     ended: Option<StreamClose>,
+}
+
+/// A client event held until the stream commits.
+struct Held {
+    event: SseEvent,
+    /// Its generated text, when the splice has read it already (the relay
+    /// counts that instead of reading the event again).
+    read: Option<String>,
 }
 
 /// Why a stream could not start.
@@ -106,7 +114,7 @@ pub(crate) async fn start(
         ),
         idle_timeout,
     );
-    let mut first: Vec<SseEvent> = Vec::new();
+    let mut first: Vec<Held> = Vec::new();
     loop {
         let next = events.next("the stream broke before its first event");
         let ev = match next.await.map_err(StartFailed::Vendor)? {
@@ -128,16 +136,34 @@ pub(crate) async fn start(
             }
             Some(ev) => ev,
         };
-        // The first events are counted with the rest when they go out.
-        let mut unread = String::new();
-        let out = match splice.as_mut().and_then(|s| s.relay(&ev, &mut unread)) {
-            Some(spliced) => vec![spliced],
-            None => session
-                .push(translator, &ev)
-                .await
-                .map_err(untranslatable)?,
+        // The first events are counted with the rest when they go out; a
+        // spliced one with the text the splice read in it.
+        let mut read = String::new();
+        let (out, text) = match splice.as_mut().and_then(|s| s.relay(&ev, &mut read)) {
+            Some(spliced) => {
+                let text = !read.is_empty();
+                (
+                    vec![Held {
+                        event: spliced,
+                        read: Some(read),
+                    }],
+                    text,
+                )
+            }
+            None => {
+                let out = session
+                    .push(translator, &ev)
+                    .await
+                    .map_err(untranslatable)?;
+                let text = out.iter().any(|ev| relayed::carries_text(protocol, ev));
+                let out = out
+                    .into_iter()
+                    .map(|event| Held { event, read: None })
+                    .collect();
+                (out, text)
+            }
         };
-        if let Some(message) = out.iter().find_map(relayed::error_message) {
+        if let Some(message) = out.iter().find_map(|h| relayed::error_message(&h.event)) {
             return Err(StartFailed::Vendor(ApiError::Upstream {
                 status: 502,
                 code: "upstream_error".into(),
@@ -145,7 +171,6 @@ pub(crate) async fn start(
                 retry_after: None,
             }));
         }
-        let text = out.iter().any(|ev| relayed::carries_text(protocol, ev));
         first.extend(out);
         if text || first.len() >= HELD_EVENTS {
             return Ok(Opened {
@@ -294,6 +319,23 @@ impl Client {
         sent
     }
 
+    /// Hands the held first events to the connection at once and counts
+    /// their text; false once the client is gone.
+    async fn send_held(&mut self, held: Vec<Held>) -> bool {
+        let (events, reads): (Vec<SseEvent>, Vec<Option<String>>) =
+            held.into_iter().map(|h| (h.event, h.read)).unzip();
+        let sent = self.deliver(&events).await;
+        if sent {
+            for (ev, read) in events.iter().zip(&reads) {
+                match read {
+                    Some(text) => self.relayed.observe_read(&ev.data, text),
+                    None => self.relayed.observe(std::slice::from_ref(ev)),
+                }
+            }
+        }
+        sent
+    }
+
     /// Hands `events` to the connection without counting them.
     async fn deliver(&mut self, events: &[SseEvent]) -> bool {
         if self.gone {
@@ -331,7 +373,7 @@ async fn pump(
         relayed: Relayed::new(protocol.protocol, charge.encoding()),
         gone: false,
     };
-    client.send(&first).await;
+    client.send_held(first).await;
     // The text of a spliced chunk, read by the splice.
     let mut spliced_text = String::new();
     // After a trap or deadline the instance is unusable; don't call it again.
