@@ -283,11 +283,22 @@ pub(crate) fn respond(
 }
 
 fn encode(events: &[SseEvent]) -> Bytes {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(encoded_size(events));
     for ev in events {
         sse::encode(ev.event.as_deref(), &ev.data, &mut out);
     }
     Bytes::from(out)
+}
+
+/// The wire size of `events` when each is one line of data (`data: `, the
+/// data, two line ends; `event: `, the name, a line end): the buffer is
+/// made that size at once rather than grown piece by piece, and a buffer
+/// filled exactly becomes the frame's `Bytes` without another allocation.
+fn encoded_size(events: &[SseEvent]) -> usize {
+    events
+        .iter()
+        .map(|ev| ev.data.len() + 8 + ev.event.as_ref().map_or(0, |name| name.len() + 8))
+        .sum()
 }
 
 /// Sends to the client while it listens, counting the text that went out.
@@ -537,6 +548,33 @@ mod tests {
     use super::*;
     use futures_util::stream;
     use std::task::Poll;
+
+    #[test]
+    fn a_frame_is_sized_exactly_for_one_line_events() {
+        let ev = |event: Option<&str>, data: &str| SseEvent {
+            event: event.map(str::to_string),
+            data: data.to_string(),
+        };
+        let one_line = [
+            ev(None, r#"{"choices":[{"delta":{"content":"hi"}}]}"#),
+            ev(
+                Some("content_block_delta"),
+                r#"{"type":"content_block_delta"}"#,
+            ),
+            ev(None, "[DONE]"),
+        ];
+        let frame = encode(&one_line);
+        assert_eq!(frame.len(), encoded_size(&one_line));
+        assert_eq!(
+            &frame[..],
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n\
+              event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n\
+              data: [DONE]\n\n"
+        );
+        // Data of several lines still goes out whole, a line each.
+        let lines = [ev(None, "a\r\nb\nc")];
+        assert_eq!(&encode(&lines)[..], b"data: a\ndata: b\ndata: c\n\n");
+    }
 
     /// A vendor stream that is quiet at its first poll (asking to be polled
     /// again), then sends one event, then nothing more.
