@@ -389,49 +389,57 @@ async fn pump(
     let mut spliced_text = String::new();
     // After a trap or deadline the instance is unusable; don't call it again.
     let mut guest_broken = false;
+    // A client that leaves while the vendor is quiet is noticed at once,
+    // not at the next event. One wait serves the whole stream: a wait made
+    // for each event would join and leave the channel's list of waiters
+    // every time.
+    //
     // The loop ends with the failure, if one ended it (else the vendor's
     // stream ended, or the client went: `client.gone`).
-    let mut failure: Option<ApiError> = loop {
-        if ended.is_some() || client.gone {
-            break None;
-        }
-        let next = tokio::select! {
-            // A client that leaves while the vendor is quiet is noticed at
-            // once, not at the next event.
-            _ = client.tx.closed() => {
-                client.gone = true;
+    let watcher = client.tx.clone();
+    let mut failure: Option<ApiError> = {
+        let mut left = std::pin::pin!(watcher.closed());
+        loop {
+            if ended.is_some() || client.gone {
                 break None;
             }
-            next = events.next("the stream broke") => next,
-        };
-        let ev = match next {
-            Err(e) => break Some(e),
-            Ok(None) => break None,
-            Ok(Some(ev)) => ev,
-        };
-        if let Some(spliced) = splice
-            .as_mut()
-            .and_then(|s| s.relay(&ev, &mut spliced_text))
-        {
-            let sent = client.send_read(&spliced, &spliced_text).await;
-            spliced_text.clear();
-            if !sent {
-                break None;
-            }
-            continue;
-        }
-        match session.push(translator, &ev).await {
-            Ok(out) => {
-                if !client.send(&out).await {
+            let next = tokio::select! {
+                _ = &mut left => {
+                    client.gone = true;
                     break None;
                 }
+                next = events.next("the stream broke") => next,
+            };
+            let ev = match next {
+                Err(e) => break Some(e),
+                Ok(None) => break None,
+                Ok(Some(ev)) => ev,
+            };
+            if let Some(spliced) = splice
+                .as_mut()
+                .and_then(|s| s.relay(&ev, &mut spliced_text))
+            {
+                let sent = client.send_read(&spliced, &spliced_text).await;
+                spliced_text.clear();
+                if !sent {
+                    break None;
+                }
+                continue;
             }
-            Err(e) => {
-                guest_broken = matches!(e, AdapterError::Guest(_));
-                break Some(e.into());
+            match session.push(translator, &ev).await {
+                Ok(out) => {
+                    if !client.send(&out).await {
+                        break None;
+                    }
+                }
+                Err(e) => {
+                    guest_broken = matches!(e, AdapterError::Guest(_));
+                    break Some(e.into());
+                }
             }
         }
     };
+    drop(watcher);
     // The vendor connection closes here: a vendor whose client is gone
     // stops generating, and stops charging.
     drop(events);
