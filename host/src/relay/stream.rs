@@ -73,6 +73,16 @@ struct Held {
     read: Option<String>,
 }
 
+impl Held {
+    /// Whether the event gives the client some of the answer's text.
+    fn carries_text(&self, protocol: Protocol) -> bool {
+        match &self.read {
+            Some(text) => !text.is_empty(),
+            None => relayed::carries_text(protocol, &self.event),
+        }
+    }
+}
+
 /// Why a stream could not start.
 pub(crate) enum StartFailed {
     /// The vendor's stream broke, stalled or ended cut before its first
@@ -139,29 +149,18 @@ pub(crate) async fn start(
         // The first events are counted with the rest when they go out; a
         // spliced one with the text the splice read in it.
         let mut read = String::new();
-        let (out, text) = match splice.as_mut().and_then(|s| s.relay(&ev, &mut read)) {
-            Some(spliced) => {
-                let text = !read.is_empty();
-                (
-                    vec![Held {
-                        event: spliced,
-                        read: Some(read),
-                    }],
-                    text,
-                )
-            }
-            None => {
-                let out = session
-                    .push(translator, &ev)
-                    .await
-                    .map_err(untranslatable)?;
-                let text = out.iter().any(|ev| relayed::carries_text(protocol, ev));
-                let out = out
-                    .into_iter()
-                    .map(|event| Held { event, read: None })
-                    .collect();
-                (out, text)
-            }
+        let out: Vec<Held> = match splice.as_mut().and_then(|s| s.relay(&ev, &mut read)) {
+            Some(spliced) => vec![Held {
+                event: spliced,
+                read: Some(read),
+            }],
+            None => session
+                .push(translator, &ev)
+                .await
+                .map_err(untranslatable)?
+                .into_iter()
+                .map(|event| Held { event, read: None })
+                .collect(),
         };
         if let Some(message) = out.iter().find_map(|h| relayed::error_message(&h.event)) {
             return Err(StartFailed::Vendor(ApiError::Upstream {
@@ -171,6 +170,7 @@ pub(crate) async fn start(
                 retry_after: None,
             }));
         }
+        let text = out.iter().any(|h| h.carries_text(protocol));
         first.extend(out);
         if text || first.len() >= HELD_EVENTS {
             return Ok(Opened {
