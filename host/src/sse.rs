@@ -180,6 +180,14 @@ pub fn encode(event: Option<&str>, data: &str, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
+/// What [`encode`] writes for an event whose data is one line (`event: `,
+/// the name, a line end; `data: `, the data, two line ends): exact then, and
+/// short of it for data of several lines. A caller sizes its buffer with it
+/// so the buffer is made once rather than grown piece by piece.
+pub fn encoded_len(event: Option<&str>, data: &str) -> usize {
+    data.len() + 8 + event.map_or(0, |name| name.len() + 8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

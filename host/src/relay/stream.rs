@@ -290,14 +290,14 @@ fn encode(events: &[SseEvent]) -> Bytes {
     Bytes::from(out)
 }
 
-/// The wire size of `events` when each is one line of data (`data: `, the
-/// data, two line ends; `event: `, the name, a line end): the buffer is
-/// made that size at once rather than grown piece by piece, and a buffer
-/// filled exactly becomes the frame's `Bytes` without another allocation.
+/// The wire size of `events` when each is one line of data
+/// ([`sse::encoded_len`]): the buffer is made that size at once, and a
+/// buffer filled exactly becomes the frame's `Bytes` without another
+/// allocation.
 fn encoded_size(events: &[SseEvent]) -> usize {
     events
         .iter()
-        .map(|ev| ev.data.len() + 8 + ev.event.as_ref().map_or(0, |name| name.len() + 8))
+        .map(|ev| sse::encoded_len(ev.event.as_deref(), &ev.data))
         .sum()
 }
 
