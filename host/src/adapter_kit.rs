@@ -35,10 +35,12 @@
 //!
 //! `vendor_request.answer` is there when the adapter asks for more than a
 //! translation: `"relay"` (the host relays the answer), or
-//! `{"splice": "<model>"}` (the host relays a stream's ordinary events
-//! itself: `relay::splice`). A streamed fixture of an adapter that asks for
-//! the splice is run twice, through the translator alone and spliced, and
-//! fails if the client's events differ by a byte.
+//! `{"splice": "<model>"}` (the host relays a stream's ordinary events,
+//! and finishes an ordinary non-streamed answer, itself: `relay::splice`).
+//! A streamed fixture of an adapter that asks for the splice is run twice,
+//! through the translator alone and spliced, and fails if the client's
+//! events differ by a byte; a non-streamed one fails if the answer the host
+//! would finish differs from the translator's as JSON or in its usage.
 //!
 //! A video adapter's fixture describes one of its three calls instead, with
 //! the host's validated submission or the vendor's task id as input:
@@ -87,6 +89,7 @@ use crate::plugins::session::{
     UpstreamTaskStatus, VideoRequest, VideoSession,
 };
 use crate::relay::splice::Splice;
+use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -311,6 +314,12 @@ async fn run_case(
     if let AnswerMode::Relay(u) = &out.answer {
         got.insert("usage".into(), usage_json(&Some(u.clone())));
     }
+    let splice = match &out.answer {
+        AnswerMode::Splice { model } => {
+            Splice::asked(ctx.client_protocol, plugin.vendor_protocol, model)
+        }
+        _ => None,
+    };
     let state = out.state;
     if let Some(resp) = field("vendor_response") {
         let (status, vendor_headers, body) = vendor_answer(resp);
@@ -320,13 +329,36 @@ async fn run_case(
                 .await
             {
                 Ok(a) => {
+                    let client = body_json(&a.body);
+                    // The answer the host would finish itself (on the
+                    // adapter's word) must be the translator's.
+                    if let Some(done) = splice.as_ref().and_then(|s| s.finish(&body)) {
+                        let spliced = body_json(&done.body);
+                        if a.status != StatusCode::OK || spliced != client || done.usage != a.usage
+                        {
+                            return Err(format!(
+                                "the adapter asks the host to splice, but the answer the host \
+                                 finishes ({spliced}, usage {}) differs from its translator's \
+                                 ({client}, status {}, usage {})",
+                                usage_json(&done.usage),
+                                a.status.as_u16(),
+                                usage_json(&a.usage)
+                            ));
+                        }
+                    }
                     got.insert(
                         "client_response".into(),
-                        json!({"status": a.status.as_u16(), "body": body_json(&a.body)}),
+                        json!({"status": a.status.as_u16(), "body": client}),
                     );
                     got.insert("usage".into(), usage_json(&a.usage));
                 }
                 Err(e) => {
+                    if splice.as_ref().and_then(|s| s.finish(&body)).is_some() {
+                        return Err(format!(
+                            "the adapter asks the host to splice, but refuses an answer the \
+                             host finishes itself: {e}"
+                        ));
+                    }
                     got.insert("response_error".into(), json!(e.to_string()));
                 }
             }
@@ -345,16 +377,14 @@ async fn run_case(
         let run = translate_stream(&mut session, &ctx, &state, stream, None).await?;
         // An adapter that asks the host to splice must answer the same
         // either way: the stream again, its ordinary events the host's.
-        if let AnswerMode::Splice { model } = &out.answer {
-            if let Some(splice) = Splice::new(ctx.client_protocol, model) {
-                let spliced =
-                    translate_stream(&mut session, &ctx, &state, stream, Some(splice)).await?;
-                if let Some(why) = run.differs_from(&spliced) {
-                    return Err(format!(
-                        "the adapter asks the host to splice its stream, but the spliced \
+        if let Some(splice) = splice {
+            let spliced =
+                translate_stream(&mut session, &ctx, &state, stream, Some(splice)).await?;
+            if let Some(why) = run.differs_from(&spliced) {
+                return Err(format!(
+                    "the adapter asks the host to splice its stream, but the spliced \
                          stream differs from its translator's: {why}"
-                    ));
-                }
+                ));
             }
         }
         let StreamRun { client, error, end } = run;

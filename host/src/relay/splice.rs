@@ -25,8 +25,25 @@
 //! The same pass reads the chunk's generated text for the relay's count
 //! (`relay::relayed`), with the types the count reads any event with
 //! (`typed_text`), so a spliced chunk is parsed once, not twice.
+//!
+//! A non-streamed answer of a call that splices is finished here too
+//! ([`Splice::finish`]), on the same word: the passthrough's translator
+//! only sets `model` in it and reads `usage` for the bill, and a guest call
+//! for that was about a tenth of a plain call's CPU (the instance's
+//! check-out, the copies in and out, serde_json in WebAssembly). The rule:
+//! the answer is one JSON object with `model`, no non-null `error`, none of
+//! `model`, `usage`, `error` and `choices` written twice, and a `usage` that
+//! is missing, `null` or an object holding `prompt_tokens_details` with a
+//! non-null `cached_tokens` and `completion_tokens_details` with a non-null
+//! `reasoning_tokens` (the details the translator would otherwise add). It
+//! goes on as the vendor wrote it, `model`'s value replaced, and is billed
+//! with the counts of its `usage` (`prompt_tokens`, `completion_tokens`,
+//! the two details and `prompt_tokens_details.cache_write_tokens`, each a
+//! whole number or 0). Any other answer goes to the translator, which also
+//! turns an error body into an error.
 
 use super::typed_text::{Obj, SplicedChoice};
+use crate::billing::usage::Usage;
 use crate::plugins::bindings::types::{Protocol, SseEvent};
 use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
@@ -44,9 +61,19 @@ pub(crate) struct Splice {
 }
 
 impl Splice {
-    /// The splice an adapter asked for, for a stream whose client speaks
-    /// `protocol`; `None` where the host has no rule for it (the stream is
-    /// translated whole, as the contract says).
+    /// The splice an adapter of a `vendor` protocol asked for, for a call
+    /// whose client speaks `client`; `None` where the two differ or the
+    /// host has no rule for the protocol (the answer is translated whole,
+    /// as the contract says).
+    pub(crate) fn asked(client: Protocol, vendor: Protocol, model: &str) -> Option<Self> {
+        if client != vendor {
+            return None;
+        }
+        Self::new(client, model)
+    }
+
+    /// The splice for a call whose client speaks `protocol`; `None` where
+    /// the host has no rule for it.
     pub(crate) fn new(protocol: Protocol, model: &str) -> Option<Self> {
         if !matches!(protocol, Protocol::OpenaiChat | Protocol::OpenaiCompletions) {
             return None;
@@ -74,6 +101,127 @@ impl Splice {
         self.on = spliced.is_some();
         spliced.map(|data| SseEvent { event: None, data })
     }
+}
+
+/// A non-streamed answer the host finished ([`Splice::finish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finished {
+    pub body: Vec<u8>,
+    pub usage: Option<Usage>,
+}
+
+impl Splice {
+    /// The client's answer for the vendor's non-streamed 2xx `body` when it
+    /// is ordinary (the rule in the module's comment); `None` when the
+    /// translator has to finish it.
+    pub(crate) fn finish(&self, body: &[u8]) -> Option<Finished> {
+        let answer: Answer<'_> = serde_json::from_slice(body).ok()?;
+        if answer.error.is_some() {
+            return None;
+        }
+        let usage = match answer.usage.0 {
+            None => None,
+            Some(usage) => Some(usage.billed()?),
+        };
+        let (start, end) = span_in(body, answer.model)?;
+        let mut out = Vec::with_capacity(body.len() - (end - start) + self.model.len());
+        out.extend_from_slice(body.get(..start)?);
+        out.extend_from_slice(self.model.as_bytes());
+        out.extend_from_slice(body.get(end..)?);
+        Some(Finished { body: out, usage })
+    }
+}
+
+/// What the rule reads of a non-streamed answer; serde refuses a member
+/// written twice, and skips the others.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow)]
+    model: &'a RawValue,
+    /// Anything but an object (`null` too) is no report, as the
+    /// translator takes it.
+    #[serde(default)]
+    usage: Obj<VendorUsage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default, rename = "choices")]
+    _choices: Option<IgnoredAny>,
+}
+
+/// An answer's `usage` object. Counts are read as the translator reads
+/// them: a whole number, written as an integer or not, counts; anything
+/// else is 0. A `null` count is a missing one.
+#[derive(Deserialize)]
+struct VendorUsage {
+    #[serde(default)]
+    prompt_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    completion_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    prompt_tokens_details: Obj<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Obj<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<serde_json::Value>,
+    #[serde(default)]
+    cache_write_tokens: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<serde_json::Value>,
+}
+
+impl VendorUsage {
+    /// The usage to bill; `None` when a detail the translator adds is
+    /// missing (it then finishes the answer).
+    fn billed(self) -> Option<Usage> {
+        let prompt = self.prompt_tokens_details.0?;
+        let completion = self.completion_tokens_details.0?;
+        let cached = prompt.cached_tokens?;
+        let reasoning = completion.reasoning_tokens?;
+        Some(
+            Usage {
+                input_tokens: count(self.prompt_tokens.as_ref()),
+                output_tokens: count(self.completion_tokens.as_ref()),
+                cache_read_tokens: count(Some(&cached)),
+                cache_write_tokens: count(prompt.cache_write_tokens.as_ref()),
+                reasoning_tokens: count(Some(&reasoning)),
+                ..Usage::default()
+            }
+            .consistent(),
+        )
+    }
+}
+
+/// A non-negative whole number (`12` or `12.0`: some vendors write
+/// counters as floats); anything else, or nothing, is 0.
+fn count(value: Option<&serde_json::Value>) -> u64 {
+    let Some(value) = value else { return 0 };
+    if let Some(n) = value.as_u64() {
+        return n;
+    }
+    match value.as_f64() {
+        // Exact: the value is whole and in range.
+        Some(f) if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
+            f as u64
+        }
+        _ => 0,
+    }
+}
+
+/// Where `value`, read from `body` by borrowing, lies in it.
+fn span_in(body: &[u8], value: &RawValue) -> Option<(usize, usize)> {
+    let value = value.get();
+    let start = (value.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    let end = start.checked_add(value.len())?;
+    body.get(start..end)?;
+    Some((start, end))
 }
 
 /// What the rule reads of a chunk; a chunk it cannot read this way (a
@@ -248,6 +396,160 @@ mod tests {
             ))
             .is_none());
         assert!(s.relay_alone(&ordinary).is_none());
+    }
+
+    #[test]
+    fn an_ordinary_answer_goes_on_as_written_with_the_model_set() {
+        let body = br#"{ "id": "c1", "model": "vendor-x", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"content": "caf\u00e9"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 3.0, "total_tokens": 12,
+                      "prompt_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 2},
+                      "completion_tokens_details": {"reasoning_tokens": 1}},
+            "error": null }"#;
+        let done = splice().finish(body).unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        assert_eq!(
+            String::from_utf8(done.body).unwrap(),
+            text.replace(r#""model": "vendor-x""#, r#""model": "gpt-4o-mini""#)
+        );
+        assert_eq!(
+            done.usage,
+            Some(Usage {
+                input_tokens: 9,
+                output_tokens: 3,
+                cache_read_tokens: 4,
+                cache_write_tokens: 2,
+                reasoning_tokens: 1,
+                ..Usage::default()
+            })
+        );
+        // No report: no usage, the body as it is but for the model.
+        for usage in [
+            "",
+            r#","usage":null"#,
+            r#","usage":"n/a""#,
+            r#","usage":[9,3]"#,
+        ] {
+            let body = format!(r#"{{"model":"m","choices":[]{usage}}}"#);
+            let done = splice().finish(body.as_bytes()).unwrap();
+            assert_eq!(done.usage, None, "{body}");
+            assert_eq!(
+                done.body,
+                body.replace(r#""m""#, r#""gpt-4o-mini""#).into_bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn other_answers_go_to_the_translator() {
+        let details = r#""prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}"#;
+        let not_ordinary = [
+            String::new(),
+            "[]".into(),
+            "nope".into(),
+            r#"{"choices":[]}"#.into(),
+            r#"{"model":"m","model":"n","choices":[]}"#.into(),
+            r#"{"model":"m","choices":[],"choices":[]}"#.into(),
+            r#"{"model":"m","error":{"message":"no quota"}}"#.into(),
+            r#"{"model":"m","choices":[],"error":"x"}"#.into(),
+            r#"{"model":"m","error":null,"error":null}"#.into(),
+            r#"{"model":"m","choices":[],"usage":{}}"#.into(),
+            r#"{"model":"m","usage":{"prompt_tokens":1,"completion_tokens":1}}"#.into(),
+            r#"{"model":"m","usage":{"prompt_tokens_details":{"cached_tokens":null},"completion_tokens_details":{"reasoning_tokens":0}}}"#.into(),
+            r#"{"model":"m","usage":{"prompt_tokens_details":[0],"completion_tokens_details":{"reasoning_tokens":0}}}"#.into(),
+            r#"{"model":"m","usage":{"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":null}}"#.into(),
+            format!(r#"{{"model":"m","usage":{{"prompt_tokens":1,"prompt_tokens":2,{details}}}}}"#),
+            format!(r#"{{"model":"m","usage":{{{details}}},"usage":{{{details}}}}}"#),
+            format!(r#"{{"model":"m","usage":{{{details}}}}} x"#),
+        ];
+        for body in not_ordinary {
+            assert!(splice().finish(body.as_bytes()).is_none(), "{body}");
+        }
+    }
+
+    /// The answers the host finishes are the SDK translator's, as JSON, with
+    /// the same usage, over a product of the shapes a vendor's answer takes.
+    #[test]
+    fn a_finished_answer_is_the_passthrough_translators() {
+        use gateway_guest_sdk::openai_passthrough::finish_response;
+        let models = [
+            r#""model":"up""#,
+            r#""model":null"#,
+            r#""model":{"a":1}"#,
+            "",
+        ];
+        let errors = ["", r#""error":null"#, r#""error":{"message":"no"}"#];
+        let choices = [r#""choices":[{"index":0,"message":{"content":"hi"}}]"#, ""];
+        let counts = [
+            "9",
+            "9.0",
+            "-1",
+            "1e2",
+            "2.5",
+            r#""7""#,
+            "null",
+            "18446744073709551615",
+        ];
+        let mut usages = vec![
+            String::new(),
+            r#""usage":null"#.into(),
+            r#""usage":"n/a""#.into(),
+            r#""usage":{}"#.into(),
+        ];
+        for (i, n) in counts.iter().enumerate() {
+            let m = counts[(i + 3) % counts.len()];
+            usages.push(format!(
+                r#""usage":{{"prompt_tokens":{n},"completion_tokens":{m},"total_tokens":1,
+                  "prompt_tokens_details":{{"cached_tokens":{m},"cache_write_tokens":{n}}},
+                  "completion_tokens_details":{{"reasoning_tokens":{n},"x":[1]}}}}"#
+            ));
+            usages.push(format!(
+                r#""usage":{{"prompt_tokens":{n},"prompt_tokens_details":{{"cached_tokens":{n}}}}}"#
+            ));
+        }
+        let (mut finished, mut total) = (0, 0);
+        for model in models {
+            for error in errors {
+                for choice in choices {
+                    for usage in &usages {
+                        let members: Vec<&str> = [r#""id":"c""#, usage, choice, model, error]
+                            .into_iter()
+                            .filter(|m| !m.is_empty())
+                            .collect();
+                        let body = format!("{{ {} }}", members.join(" , "));
+                        total += 1;
+                        let Some(done) = splice().finish(body.as_bytes()) else {
+                            continue;
+                        };
+                        finished += 1;
+                        let sdk = finish_response(body.as_bytes(), "gpt-4o-mini")
+                            .unwrap_or_else(|e| panic!("{body}: {e}"));
+                        let json =
+                            |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
+                        assert_eq!(json(&done.body), json(&sdk.body), "{body}");
+                        let sdk_usage = sdk.usage.map(|u| Usage {
+                            input_tokens: u.input_tokens,
+                            output_tokens: u.output_tokens,
+                            cache_read_tokens: u.cache_read_tokens,
+                            cache_write_tokens: u.cache_write_tokens,
+                            reasoning_tokens: u.reasoning_tokens,
+                            ..Usage::default()
+                        });
+                        assert_eq!(done.usage, sdk_usage, "{body}");
+                    }
+                }
+            }
+        }
+        // The product reaches both sides of the rule.
+        assert!(finished > 40 && finished < total, "{finished} of {total}");
+    }
+
+    #[test]
+    fn a_splice_is_for_a_vendor_of_the_clients_protocol() {
+        let chat = Protocol::OpenaiChat;
+        assert!(Splice::asked(chat, chat, "m").is_some());
+        assert!(Splice::asked(chat, Protocol::AnthropicMessages, "m").is_none());
+        assert!(Splice::asked(Protocol::OpenaiCompletions, chat, "m").is_none());
     }
 
     #[test]

@@ -517,9 +517,7 @@ async fn attempt(
             )))
         }
         AnswerMode::Splice { model } => {
-            if req.stream {
-                splice = Splice::new(req.protocol.protocol, &model);
-            }
+            splice = Splice::asked(req.protocol.protocol, plugin.vendor_protocol, &model);
             None
         }
         AnswerMode::Translate => None,
@@ -682,6 +680,16 @@ async fn attempt(
             )))
         }
     };
+    // An ordinary answer of a call that splices is finished here, with
+    // no guest call (`Splice::finish`).
+    if let Some(done) = splice.as_ref().and_then(|s| s.finish(&answer_body)) {
+        return Ok(Answer::Plain {
+            status: StatusCode::OK,
+            content_type: HeaderValue::from_static("application/json"),
+            body: done.body,
+            usage: done.usage,
+        });
+    }
     let mut session = session().await?;
     let answer = session
         .translate_response(
