@@ -236,6 +236,22 @@ fn the_adapter_kit_fails_a_wrong_fixture_with_a_diff_naming_the_field() {
     );
 }
 
+#[test]
+fn the_adapter_kit_fails_an_adapter_whose_answer_is_not_the_hosts_splice() {
+    // The misbehaving guest asks the host to finish its answers (as the
+    // SDK's driver does for an OpenAI chat passthrough) and writes another.
+    let mut case = repo_fixture("openai", "chat-plain-cached");
+    case["upstream_model"] = json!("splice-lies");
+    let (code, out) = adapter_test(&component("test-guests", "misbehave"), &[("lies", &case)]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("FAIL lies"), "{out}");
+    assert!(
+        out.contains("the adapter asks the host to splice, but the answer the host finishes"),
+        "{out}"
+    );
+    assert!(out.contains(r#""lie":true"#), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_cli_prints_tables_by_default_and_says_what_long_operations_do() {
     let env = Env::start().await;

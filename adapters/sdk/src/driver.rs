@@ -90,7 +90,8 @@ impl<V: Vendor> Guest for Driver<V> {
         let mut headers = vec![header("content-type", "application/json")];
         headers.extend(V::headers(&ctx));
         // Where the stream relay only copies ordinary events with the
-        // client's model set, the host does that itself.
+        // client's model set, and the answer's translation only sets it and
+        // reads the usage, the host does that itself.
         let answer = if translate::host_splices(V::info().protocol, &ctx) {
             AnswerMode::Splice(StreamSplice {
                 model: ctx.model.clone(),

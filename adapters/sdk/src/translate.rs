@@ -311,16 +311,17 @@ enum Inner {
     None,
 }
 
-/// Whether the host may relay this call's ordinary stream events itself
-/// (`answer-mode.splice`): a streamed OpenAI chat or completions call to a
-/// vendor of the same protocol, whose relay
-/// ([`openai_passthrough::StreamRelay`]) writes an ordinary chunk exactly
-/// as the host's rule does (the model set, `"usage":null` added) and
-/// keeps no state from one. `gateway adapter test` compares the two on
-/// every streamed fixture.
+/// Whether the host may relay this call's ordinary stream events, or
+/// finish its ordinary non-streamed answer, itself (`answer-mode.splice`):
+/// an OpenAI chat or completions call to a vendor of the same protocol,
+/// whose relay ([`openai_passthrough::StreamRelay`]) writes an ordinary
+/// chunk exactly as the host's rule does (the model set, `"usage":null`
+/// added) and keeps no state from one, and whose
+/// [`openai_passthrough::finish_response`] only sets the model of an
+/// answer whose usage has its details, and reads that usage. `gateway
+/// adapter test` compares the two on every fixture.
 pub fn host_splices(vendor: Protocol, ctx: &RequestCtx) -> bool {
-    ctx.stream
-        && ctx.client_protocol == vendor
+    ctx.client_protocol == vendor
         && matches!(vendor, Protocol::OpenaiChat | Protocol::OpenaiCompletions)
 }
 

@@ -16,6 +16,10 @@ pub enum Behaviour {
     /// `loop-stream`: the stream translator's `push` never returns from
     /// the third event on.
     LoopStream,
+    /// `splice-lies`: asks the host to splice, and its `translate-response`
+    /// writes another answer than the host's rule would (what `gateway
+    /// adapter test` must catch).
+    SpliceLies,
     /// Anything else: a well-behaved OpenAI passthrough.
     Normal,
 }
@@ -33,6 +37,7 @@ impl Behaviour {
             "garbage" => Self::Garbage,
             "garbage-response" => Self::GarbageResponse,
             "loop-stream" => Self::LoopStream,
+            "splice-lies" => Self::SpliceLies,
             _ => Self::Normal,
         }
     }
@@ -53,6 +58,7 @@ mod tests {
             Behaviour::GarbageResponse
         );
         assert_eq!(Behaviour::named("loop-stream"), Behaviour::LoopStream);
+        assert_eq!(Behaviour::named("splice-lies"), Behaviour::SpliceLies);
         assert_eq!(Behaviour::named("sim-chat"), Behaviour::Normal);
         assert_eq!(Behaviour::named("LOOP"), Behaviour::Normal);
     }

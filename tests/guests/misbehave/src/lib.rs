@@ -16,8 +16,8 @@ use gateway_guest_sdk::bindings::adapter::exports::gateway::plugin::adapter::{
     Guest, GuestStreamTranslator, StreamEnd,
 };
 use gateway_guest_sdk::bindings::types::{
-    AuthScheme, Descriptor, Header, PluginError, Protocol, RequestCtx, SseEvent, Translated,
-    UpstreamError, UpstreamRequest,
+    AnswerMode, AuthScheme, Descriptor, Header, PluginError, Protocol, RequestCtx, SseEvent,
+    Translated, UpstreamError, UpstreamRequest,
 };
 use gateway_guest_sdk::driver::{Driver, StreamDriver};
 use gateway_guest_sdk::{TranslateError, Vendor, VendorInfo};
@@ -55,7 +55,15 @@ impl Guest for Misbehave {
             Behaviour::Oom => sabotage::exhaust_memory(),
             Behaviour::Trap => sabotage::trap(),
             Behaviour::Garbage => Ok(sabotage::garbage_request()),
-            Behaviour::GarbageResponse | Behaviour::LoopStream | Behaviour::Normal => {
+            // Its answer must reach `translate-response`: no splice.
+            Behaviour::GarbageResponse => {
+                Driver::<Plain>::translate_request(ctx, body).map(|mut request| {
+                    request.answer = AnswerMode::Translate;
+                    request
+                })
+            }
+            // `splice-lies`: asks for the host's splice, and answers otherwise.
+            Behaviour::SpliceLies | Behaviour::LoopStream | Behaviour::Normal => {
                 Driver::<Plain>::translate_request(ctx, body)
             }
         }
@@ -70,6 +78,13 @@ impl Guest for Misbehave {
     ) -> Result<Translated, PluginError> {
         match Behaviour::of(&ctx) {
             Behaviour::GarbageResponse => Ok(sabotage::garbage_response()),
+            Behaviour::SpliceLies => Driver::<Plain>::translate_response(
+                ctx, state, status, headers, body,
+            )
+            .map(|mut answer| {
+                answer.body = sabotage::lie_in(answer.body);
+                answer
+            }),
             _ => Driver::<Plain>::translate_response(ctx, state, status, headers, body),
         }
     }

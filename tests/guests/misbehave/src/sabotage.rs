@@ -63,6 +63,17 @@ pub fn garbage_response() -> Translated {
     }
 }
 
+/// An answer body with one more top-level member than `body`.
+pub fn lie_in(body: Vec<u8>) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(serde_json::Value::Object(mut members)) => {
+            members.insert("lie".to_owned(), serde_json::Value::Bool(true));
+            serde_json::to_vec(&members).unwrap_or(body)
+        }
+        _ => body,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +88,6 @@ mod tests {
         let response = garbage_response();
         assert_eq!(response.status, 0);
         assert_eq!(response.content_type, "\n");
+        assert_eq!(lie_in(br#"{"a":1}"#.to_vec()), br#"{"a":1,"lie":true}"#);
     }
 }
