@@ -383,7 +383,7 @@ async fn run_case(
             if let Some(why) = run.differs_from(&spliced) {
                 return Err(format!(
                     "the adapter asks the host to splice its stream, but the spliced \
-                         stream differs from its translator's: {why}"
+                     stream differs from its translator's: {why}"
                 ));
             }
         }

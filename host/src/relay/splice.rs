@@ -123,7 +123,7 @@ impl Splice {
             None => None,
             Some(usage) => Some(usage.billed()?),
         };
-        let (start, end) = span_in(body, answer.model)?;
+        let (start, end) = span(body, answer.model)?;
         let mut out = Vec::with_capacity(body.len() - (end - start) + self.model.len());
         out.extend_from_slice(body.get(..start)?);
         out.extend_from_slice(self.model.as_bytes());
@@ -144,6 +144,7 @@ struct Answer<'a> {
     usage: Obj<VendorUsage>,
     #[serde(default)]
     error: Option<IgnoredAny>,
+    /// Read only so that one written twice goes to the translator.
     #[serde(default, rename = "choices")]
     _choices: Option<IgnoredAny>,
 }
@@ -216,7 +217,7 @@ fn count(value: Option<&serde_json::Value>) -> u64 {
 }
 
 /// Where `value`, read from `body` by borrowing, lies in it.
-fn span_in(body: &[u8], value: &RawValue) -> Option<(usize, usize)> {
+fn span(body: &[u8], value: &RawValue) -> Option<(usize, usize)> {
     let value = value.get();
     let start = (value.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
     let end = start.checked_add(value.len())?;
@@ -269,7 +270,7 @@ fn splice_chunk(data: &str, model: &str, protocol: Protocol, text: &mut String) 
     if chunk.error.is_some() || chunk.choices.is_empty() || !chunk.choices.iter().all(ordinary) {
         return None;
     }
-    let (start, end) = span(data, chunk.model)?;
+    let (start, end) = span(data.as_bytes(), chunk.model)?;
     let close = data.len() - 1;
     let mut out = String::with_capacity(data.len() + model.len() + 13);
     out.push_str(data.get(..start)?);
@@ -284,15 +285,6 @@ fn splice_chunk(data: &str, model: &str, protocol: Protocol, text: &mut String) 
         choice.push_text(protocol, text);
     }
     Some(out)
-}
-
-/// Where `value`, read from `text` by borrowing, lies in it.
-fn span(text: &str, value: &RawValue) -> Option<(usize, usize)> {
-    let value = value.get();
-    let start = (value.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
-    let end = start.checked_add(value.len())?;
-    text.get(start..end)?;
-    Some((start, end))
 }
 
 #[cfg(test)]
