@@ -324,15 +324,16 @@ async fn run_case(
     if let Some(resp) = field("vendor_response") {
         let (status, vendor_headers, body) = vendor_answer(resp);
         if (200..300).contains(&status) {
+            // The answer the host would finish itself (on the adapter's
+            // word) must be the translator's.
+            let finished = splice.as_ref().and_then(|s| s.finish(&body));
             match session
                 .translate_response(&ctx, &state, status, &vendor_headers, &body)
                 .await
             {
                 Ok(a) => {
                     let client = body_json(&a.body);
-                    // The answer the host would finish itself (on the
-                    // adapter's word) must be the translator's.
-                    if let Some(done) = splice.as_ref().and_then(|s| s.finish(&body)) {
+                    if let Some(done) = finished {
                         let spliced = body_json(&done.body);
                         if a.status != StatusCode::OK || spliced != client || done.usage != a.usage
                         {
@@ -353,7 +354,7 @@ async fn run_case(
                     got.insert("usage".into(), usage_json(&a.usage));
                 }
                 Err(e) => {
-                    if splice.as_ref().and_then(|s| s.finish(&body)).is_some() {
+                    if finished.is_some() {
                         return Err(format!(
                             "the adapter asks the host to splice, but refuses an answer the \
                              host finishes itself: {e}"
