@@ -31,21 +31,26 @@
 //! only sets `model` in it and reads `usage` for the bill, and a guest call
 //! for that was about a tenth of a plain call's CPU (the instance's
 //! check-out, the copies in and out, serde_json in WebAssembly). The rule:
-//! the answer is one JSON object with `model`, no non-null `error`, none of
-//! `model`, `usage`, `error` and `choices` written twice, and a `usage` that
-//! is missing, `null` or an object holding `prompt_tokens_details` with a
+//! the answer is one JSON object in UTF-8 with `model`, no non-null
+//! `error`, no key written twice or with an escape, and a `usage` that is
+//! not an object (no report) or an object that parses whole as a JSON tree
+//! (as the translator reads it) holding `prompt_tokens_details` with a
 //! non-null `cached_tokens` and `completion_tokens_details` with a non-null
 //! `reasoning_tokens` (the details the translator would otherwise add). It
 //! goes on as the vendor wrote it, `model`'s value replaced, and is billed
 //! with the counts of its `usage` (`prompt_tokens`, `completion_tokens`,
 //! the two details and `prompt_tokens_details.cache_write_tokens`, each a
 //! whole number or 0). Any other answer goes to the translator, which also
-//! turns an error body into an error.
+//! turns an error body into an error. The top level is read the way the
+//! translator first reads it (keys borrowed, values as written) and the
+//! `usage` as it reads that, so the host never passes on what the
+//! translator would refuse or bill differently (an answer in an array, a
+//! stray byte that is not UTF-8, a count beside a number out of range).
 
 use super::typed_text::{Obj, SplicedChoice};
 use crate::billing::usage::Usage;
 use crate::plugins::bindings::types::{Protocol, SseEvent};
-use serde::de::{Deserializer, IgnoredAny};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -115,15 +120,30 @@ impl Splice {
     /// is ordinary (the rule in the module's comment); `None` when the
     /// translator has to finish it.
     pub(crate) fn finish(&self, body: &[u8]) -> Option<Finished> {
-        let answer: Answer<'_> = serde_json::from_slice(body).ok()?;
-        if answer.error.is_some() {
-            return None;
+        let text = std::str::from_utf8(body).ok()?;
+        let TopLevel(members) = serde_json::from_str(text).ok()?;
+        let (mut model, mut usage) = (None, None);
+        for (i, &(key, value)) in members.iter().enumerate() {
+            if members[..i].iter().any(|&(k, _)| k == key) {
+                return None;
+            }
+            match key {
+                "model" => model = Some(value),
+                "usage" => usage = Some(value),
+                "error" if value.get() != "null" => return None,
+                _ => {}
+            }
         }
-        let usage = match answer.usage.0 {
+        let usage = match usage {
             None => None,
-            Some(usage) => Some(usage.billed()?),
+            // Read whole, as the translator reads it; one it cannot read
+            // (a number out of range, a lone surrogate) is its to bill.
+            Some(raw) => match serde_json::from_str(raw.get()).ok()? {
+                serde_json::Value::Object(usage) => Some(billed(&usage)?),
+                _ => None,
+            },
         };
-        let (start, end) = span(body, answer.model)?;
+        let (start, end) = span(body, model?)?;
         let mut out = Vec::with_capacity(body.len() - (end - start) + self.model.len());
         out.extend_from_slice(body.get(..start)?);
         out.extend_from_slice(self.model.as_bytes());
@@ -132,72 +152,59 @@ impl Splice {
     }
 }
 
-/// What the rule reads of a non-streamed answer; serde refuses a member
-/// written twice, and skips the others.
-#[derive(Deserialize)]
-struct Answer<'a> {
-    #[serde(borrow)]
-    model: &'a RawValue,
-    /// Anything but an object (`null` too) is no report, as the
-    /// translator takes it.
-    #[serde(default)]
-    usage: Obj<VendorUsage>,
-    #[serde(default)]
-    error: Option<IgnoredAny>,
-    /// Read only so that one written twice goes to the translator.
-    #[serde(default, rename = "choices")]
-    _choices: Option<IgnoredAny>,
-}
+/// An answer's top-level members as the translator first reads them (its
+/// `finish_response`): a JSON object, each key borrowed from the text and
+/// each value the slice of text it was read from. What cannot be read so —
+/// not an object (serde would read a struct from an array), a key written
+/// with an escape, text that is not UTF-8 — the translator parses whole,
+/// more strictly, so it goes to the translator.
+struct TopLevel<'a>(Vec<(&'a str, &'a RawValue)>);
 
-/// An answer's `usage` object. Counts are read as the translator reads
-/// them: a whole number, written as an integer or not, counts; anything
-/// else is 0. A `null` count is a missing one.
-#[derive(Deserialize)]
-struct VendorUsage {
-    #[serde(default)]
-    prompt_tokens: Option<serde_json::Value>,
-    #[serde(default)]
-    completion_tokens: Option<serde_json::Value>,
-    #[serde(default)]
-    prompt_tokens_details: Obj<PromptDetails>,
-    #[serde(default)]
-    completion_tokens_details: Obj<CompletionDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<serde_json::Value>,
-    #[serde(default)]
-    cache_write_tokens: Option<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct CompletionDetails {
-    #[serde(default)]
-    reasoning_tokens: Option<serde_json::Value>,
-}
-
-impl VendorUsage {
-    /// The usage to bill; `None` when a detail the translator adds is
-    /// missing (it then finishes the answer).
-    fn billed(self) -> Option<Usage> {
-        let prompt = self.prompt_tokens_details.0?;
-        let completion = self.completion_tokens_details.0?;
-        let cached = prompt.cached_tokens?;
-        let reasoning = completion.reasoning_tokens?;
-        Some(
-            Usage {
-                input_tokens: count(self.prompt_tokens.as_ref()),
-                output_tokens: count(self.completion_tokens.as_ref()),
-                cache_read_tokens: count(Some(&cached)),
-                cache_write_tokens: count(prompt.cache_write_tokens.as_ref()),
-                reasoning_tokens: count(Some(&reasoning)),
-                ..Usage::default()
+impl<'de> Deserialize<'de> for TopLevel<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = TopLevel<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
             }
-            .consistent(),
-        )
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel<'de>, A::Error> {
+                let mut list = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    list.push((key, map.next_value::<&'de RawValue>()?));
+                }
+                Ok(TopLevel(list))
+            }
+        }
+        d.deserialize_map(Members)
     }
+}
+
+/// The usage to bill from an answer's `usage` object. Counts are read as
+/// the translator reads them: a whole number, written as an integer or
+/// not, counts; anything else, `null` or nothing is 0. `None` when a detail
+/// the translator adds is missing (it then finishes the answer).
+fn billed(usage: &serde_json::Map<String, serde_json::Value>) -> Option<Usage> {
+    let detail = |outer: &str, inner: &str| {
+        usage
+            .get(outer)?
+            .as_object()?
+            .get(inner)
+            .filter(|count| !count.is_null())
+    };
+    let cached = detail("prompt_tokens_details", "cached_tokens")?;
+    let reasoning = detail("completion_tokens_details", "reasoning_tokens")?;
+    Some(
+        Usage {
+            input_tokens: count(usage.get("prompt_tokens")),
+            output_tokens: count(usage.get("completion_tokens")),
+            cache_read_tokens: count(Some(cached)),
+            cache_write_tokens: count(detail("prompt_tokens_details", "cache_write_tokens")),
+            reasoning_tokens: count(Some(reasoning)),
+            ..Usage::default()
+        }
+        .consistent(),
+    )
 }
 
 /// A non-negative whole number (`12` or `12.0`: some vendors write
@@ -450,13 +457,30 @@ mod tests {
             r#"{"model":"m","usage":{"prompt_tokens_details":{"cached_tokens":null},"completion_tokens_details":{"reasoning_tokens":0}}}"#.into(),
             r#"{"model":"m","usage":{"prompt_tokens_details":[0],"completion_tokens_details":{"reasoning_tokens":0}}}"#.into(),
             r#"{"model":"m","usage":{"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":null}}"#.into(),
-            format!(r#"{{"model":"m","usage":{{"prompt_tokens":1,"prompt_tokens":2,{details}}}}}"#),
             format!(r#"{{"model":"m","usage":{{{details}}},"usage":{{{details}}}}}"#),
             format!(r#"{{"model":"m","usage":{{{details}}}}} x"#),
+            // Not an object, though serde reads a struct from an array.
+            r#"["m"]"#.into(),
+            r#"[{"error":{"code":429,"message":"quota"}}]"#.into(),
+            format!(r#"["m",{{"prompt_tokens":1000000,{details}}}]"#),
+            // A key the translator cannot borrow; one written twice.
+            r#"{"mod\u0065l":"m","choices":[]}"#.into(),
+            r#"{"model":"m","id":"a","id":"b"}"#.into(),
+            // A usage the translator cannot read whole bills nothing there.
+            format!(r#"{{"model":"m","usage":{{"prompt_tokens":5,"x":1e400,{details}}}}}"#),
+            format!(r#"{{"model":"m","usage":{{"prompt_tokens":5,"x":"\ud800",{details}}}}}"#),
+            format!(
+                r#"{{"model":"m","usage":{{"prompt_tokens":5,"x":{}{},{details}}}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            ),
         ];
         for body in not_ordinary {
             assert!(splice().finish(body.as_bytes()).is_none(), "{body}");
         }
+        // Not UTF-8, in a member the rule does not read.
+        let body = b"{\"model\":\"m\",\"choices\":[{\"message\":{\"content\":\"\xff\"}}]}";
+        assert!(splice().finish(body).is_none());
     }
 
     /// The answers the host finishes are the SDK translator's, as JSON, with
@@ -499,6 +523,35 @@ mod tests {
                 r#""usage":{{"prompt_tokens":{n},"prompt_tokens_details":{{"cached_tokens":{n}}}}}"#
             ));
         }
+        // What the host finishes must be what the translator makes of it.
+        let agrees = |body: &[u8]| {
+            let text = String::from_utf8_lossy(body);
+            let Some(done) = splice().finish(body) else {
+                return false;
+            };
+            let sdk =
+                finish_response(body, "gpt-4o-mini").unwrap_or_else(|e| panic!("{text}: {e}"));
+            // Member by member, each value's text as written (a tree would
+            // refuse some of what both pass on: 1e400, deep nesting).
+            let members = |b: &[u8]| {
+                serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(b)
+                    .unwrap_or_else(|e| panic!("{text}: {e}"))
+                    .into_iter()
+                    .map(|(k, v)| (k, v.get().to_owned()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(members(&done.body), members(&sdk.body), "{text}");
+            let sdk_usage = sdk.usage.map(|u| Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cache_read_tokens: u.cache_read_tokens,
+                cache_write_tokens: u.cache_write_tokens,
+                reasoning_tokens: u.reasoning_tokens,
+                ..Usage::default()
+            });
+            assert_eq!(done.usage, sdk_usage, "{text}");
+            true
+        };
         let (mut finished, mut total) = (0, 0);
         for model in models {
             for error in errors {
@@ -510,30 +563,36 @@ mod tests {
                             .collect();
                         let body = format!("{{ {} }}", members.join(" , "));
                         total += 1;
-                        let Some(done) = splice().finish(body.as_bytes()) else {
-                            continue;
-                        };
-                        finished += 1;
-                        let sdk = finish_response(body.as_bytes(), "gpt-4o-mini")
-                            .unwrap_or_else(|e| panic!("{body}: {e}"));
-                        let json =
-                            |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();
-                        assert_eq!(json(&done.body), json(&sdk.body), "{body}");
-                        let sdk_usage = sdk.usage.map(|u| Usage {
-                            input_tokens: u.input_tokens,
-                            output_tokens: u.output_tokens,
-                            cache_read_tokens: u.cache_read_tokens,
-                            cache_write_tokens: u.cache_write_tokens,
-                            reasoning_tokens: u.reasoning_tokens,
-                            ..Usage::default()
-                        });
-                        assert_eq!(done.usage, sdk_usage, "{body}");
+                        finished += usize::from(agrees(body.as_bytes()));
                     }
                 }
             }
         }
         // The product reaches both sides of the rule.
         assert!(finished > 40 && finished < total, "{finished} of {total}");
+        // Shapes at the edges of what either side reads: where the host
+        // finishes one, the translator agrees.
+        let details = r#""prompt_tokens_details":{"cached_tokens":1},"completion_tokens_details":{"reasoning_tokens":0}"#;
+        let odd: Vec<Vec<u8>> = [
+            format!(r#"["up",{{"prompt_tokens":9,{details}}}]"#),
+            format!(r#"{{"model":"up","usage":{{"prompt_tokens":1,"prompt_tokens":2,{details}}}}}"#),
+            format!(r#"{{"model":"up","usage":{{"prompt_tokens":3,"x":1e400,{details}}}}}"#),
+            format!(r#"{{"model":"up","usage":{{"prompt_tokens":3,"x":"\ud800",{details}}}}}"#),
+            format!(r#"{{"model":"up","choices":[1e400,"\ud800"],"usage":{{"prompt_tokens":3,{details}}}}}"#),
+            format!(r#"{{"mod\u0065l":"up","choices":[],"usage":{{"prompt_tokens":3,{details}}}}}"#),
+            format!(r#"{{"model":"up","\u0069d":"x","usage":{{"prompt_tokens":3,{details}}}}}"#),
+            format!(r#"{{"model":"up","id":"a","id":"b","usage":{{"prompt_tokens":3,{details}}}}}"#),
+            format!(r#"  {{"model":"up","choices":[{}{}]}}  "#, "[".repeat(300), "]".repeat(300)),
+        ]
+        .into_iter()
+        .map(String::into_bytes)
+        .chain([b"{\"model\":\"up\",\"choices\":[\"\xff\"]}".to_vec()])
+        .collect();
+        let finished: Vec<bool> = odd.iter().map(|body| agrees(body)).collect();
+        assert_eq!(
+            finished,
+            [false, true, false, false, true, false, false, false, true, false]
+        );
     }
 
     #[test]
