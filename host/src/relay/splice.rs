@@ -297,6 +297,7 @@ fn splice_chunk(data: &str, model: &str, protocol: Protocol, text: &mut String) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn data(text: &str) -> SseEvent {
         SseEvent {
@@ -483,11 +484,45 @@ mod tests {
         assert!(splice().finish(body).is_none());
     }
 
+    /// Whether the host finishes `body`; where it does, the answer and the
+    /// usage must be the SDK translator's (natively): member by member, each
+    /// value's text as written (a tree would refuse some of what both pass
+    /// on: 1e400, deep nesting), and the same counts.
+    fn agrees(body: &[u8]) -> bool {
+        use gateway_guest_sdk::openai_passthrough::finish_response;
+        let text = String::from_utf8_lossy(body);
+        let Some(done) = splice().finish(body) else {
+            return false;
+        };
+        let sdk = finish_response(body, "gpt-4o-mini").unwrap_or_else(|e| panic!("{text}: {e}"));
+        // In key order, each once: the translator writes a map.
+        let members = |b: &[u8]| {
+            let TopLevel(mut list) =
+                serde_json::from_slice(b).unwrap_or_else(|e| panic!("{text}: {e}"));
+            list.sort_by_key(|&(k, _)| k);
+            list.into_iter()
+                .map(|(k, v)| (k.to_owned(), v.get().to_owned()))
+                .collect::<Vec<_>>()
+        };
+        let host = members(&done.body);
+        assert!(host.windows(2).all(|w| w[0].0 != w[1].0), "{text}");
+        assert_eq!(host, members(&sdk.body), "{text}");
+        let sdk_usage = sdk.usage.map(|u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+            ..Usage::default()
+        });
+        assert_eq!(done.usage, sdk_usage, "{text}");
+        true
+    }
+
     /// The answers the host finishes are the SDK translator's, as JSON, with
     /// the same usage, over a product of the shapes a vendor's answer takes.
     #[test]
     fn a_finished_answer_is_the_passthrough_translators() {
-        use gateway_guest_sdk::openai_passthrough::finish_response;
         let models = [
             r#""model":"up""#,
             r#""model":null"#,
@@ -523,35 +558,6 @@ mod tests {
                 r#""usage":{{"prompt_tokens":{n},"prompt_tokens_details":{{"cached_tokens":{n}}}}}"#
             ));
         }
-        // What the host finishes must be what the translator makes of it.
-        let agrees = |body: &[u8]| {
-            let text = String::from_utf8_lossy(body);
-            let Some(done) = splice().finish(body) else {
-                return false;
-            };
-            let sdk =
-                finish_response(body, "gpt-4o-mini").unwrap_or_else(|e| panic!("{text}: {e}"));
-            // Member by member, each value's text as written (a tree would
-            // refuse some of what both pass on: 1e400, deep nesting).
-            let members = |b: &[u8]| {
-                serde_json::from_slice::<std::collections::BTreeMap<String, &RawValue>>(b)
-                    .unwrap_or_else(|e| panic!("{text}: {e}"))
-                    .into_iter()
-                    .map(|(k, v)| (k, v.get().to_owned()))
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(members(&done.body), members(&sdk.body), "{text}");
-            let sdk_usage = sdk.usage.map(|u| Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                cache_read_tokens: u.cache_read_tokens,
-                cache_write_tokens: u.cache_write_tokens,
-                reasoning_tokens: u.reasoning_tokens,
-                ..Usage::default()
-            });
-            assert_eq!(done.usage, sdk_usage, "{text}");
-            true
-        };
         let (mut finished, mut total) = (0, 0);
         for model in models {
             for error in errors {
@@ -593,6 +599,169 @@ mod tests {
             finished,
             [false, true, false, false, true, false, false, false, true, false]
         );
+    }
+
+    /// A JSON text of any shape, with the values at the edges of what either
+    /// side reads: counts as floats, negative, past 2^64, out of range;
+    /// strings with escapes and lone surrogates; nesting.
+    fn json_text() -> BoxedStrategy<String> {
+        let leaf = prop::sample::select(vec![
+            "null",
+            "true",
+            "0",
+            "9",
+            "9.0",
+            "-1",
+            "2.5",
+            "1e2",
+            "1e400",
+            "18446744073709551615",
+            "18446744073709551616",
+            r#""up""#,
+            r#""7""#,
+            r#""caf\u00e9""#,
+            r#""\ud800""#,
+            r#""a\nb""#,
+            "{}",
+            "[]",
+        ])
+        .prop_map(str::to_string);
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec((prop::sample::select(vec!["a", "b", "x"]), inner), 0..4)
+                    .prop_map(|m| {
+                        let m: Vec<String> =
+                            m.iter().map(|(k, v)| format!(r#""{k}":{v}"#)).collect();
+                        format!("{{{}}}", m.join(","))
+                    }),
+            ]
+        })
+        .boxed()
+    }
+
+    /// A `usage` member's value: mostly an object of OpenAI's counters and
+    /// details (present or not, `cache_write_tokens` or not), each count
+    /// mostly a whole number (the prompt's large, so that the cached part
+    /// is not clamped to it), now and then any JSON.
+    fn usage_text() -> impl Strategy<Value = String> {
+        let count = prop_oneof![
+            3 => (0..1000u32).prop_map(|n| n.to_string()),
+            1 => (0..1000u32).prop_map(|n| format!("{n}.0")),
+            1 => json_text(),
+        ]
+        .boxed();
+        let member = |keys: Vec<&'static str>, value: BoxedStrategy<String>| {
+            prop::collection::vec((prop::sample::select(keys), value), 0..5).prop_map(|m| {
+                let m: Vec<String> = m.iter().map(|(k, v)| format!(r#""{k}":{v}"#)).collect();
+                format!("{{{}}}", m.join(","))
+            })
+        };
+        let details = |inner: &'static str| {
+            prop_oneof![
+                2 => count.clone().prop_map(move |n| format!(r#"{{"{inner}":{n}}}"#)),
+                2 => (count.clone(), count.clone())
+                    .prop_map(move |(n, m)| format!(r#"{{"{inner}":{n},"cache_write_tokens":{m}}}"#)),
+                1 => json_text(),
+            ]
+        };
+        let object = (
+            prop_oneof![3 => (1000..100_000u32).prop_map(|n| n.to_string()), 1 => count.clone()],
+            count.clone(),
+            details("cached_tokens"),
+            details("reasoning_tokens"),
+            member(vec!["prompt_tokens", "total_tokens", "x"], count.clone()),
+        )
+            .prop_map(|(p, c, pd, cd, extra)| {
+                let extra = extra.trim_start_matches('{').trim_end_matches('}').to_string();
+                let sep = if extra.is_empty() { "" } else { "," };
+                format!(
+                    r#"{{"prompt_tokens":{p},"completion_tokens":{c},"prompt_tokens_details":{pd},"completion_tokens_details":{cd}{sep}{extra}}}"#
+                )
+            });
+        prop_oneof![4 => object, 1 => json_text()]
+    }
+
+    /// A vendor's answer: top-level members of the names the rule reads (and
+    /// some it does not, or written with an escape), each once or more, in
+    /// an object or now and then an array, spaced one way or another, a
+    /// stray byte that is not UTF-8 now and then.
+    fn answer() -> impl Strategy<Value = Vec<u8>> {
+        let member = prop_oneof![
+            3 => usage_text().prop_map(|v| ("usage", v)),
+            1 => json_text().prop_map(|v| ("error", v)),
+            2 => Just(("error", "null".to_string())),
+            2 => json_text().prop_map(|v| ("choices", v)),
+            2 => json_text().prop_map(|v| ("id", v)),
+            1 => json_text().prop_map(|v| ("model", v)),
+            1 => json_text().prop_map(|v| ("mod\\u0065l", v)),
+        ];
+        (
+            prop::option::weighted(0.9, json_text()),
+            prop::collection::vec(member, 0..5),
+            prop::sample::select(vec![",", " , ", ",\n  "]),
+            0..20u8,
+        )
+            .prop_map(|(model, others, sep, shape)| {
+                let mut members: Vec<(&str, String)> =
+                    model.map(|m| ("model", m)).into_iter().collect();
+                for (key, value) in others {
+                    // Each key once, but in one answer in five.
+                    if shape % 5 == 0 || members.iter().all(|(k, _)| *k != key) {
+                        members.push((key, value));
+                    }
+                }
+                let list: Vec<String> = members
+                    .iter()
+                    .map(|(k, v)| format!(r#""{k}":{v}"#))
+                    .collect();
+                let mut text = match shape {
+                    0 => format!(
+                        "[{}]",
+                        members
+                            .iter()
+                            .map(|(_, v)| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(sep)
+                    ),
+                    _ => format!(" {{{}}} ", list.join(sep)),
+                }
+                .into_bytes();
+                if shape == 1 {
+                    if let Some(at) = text.iter().position(|&b| b == b'"') {
+                        text.insert(at + 1, 0xff);
+                    }
+                }
+                text
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Whatever the vendor sends, an answer the host finishes is the
+        /// translator's, in its text and its bill.
+        #[test]
+        fn whatever_the_host_finishes_the_translator_finishes_the_same(body in answer()) {
+            agrees(&body);
+        }
+    }
+
+    #[test]
+    fn the_generated_answers_reach_both_sides_of_the_rule() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = answer();
+        let finished = (0..1000)
+            .filter(|_| {
+                let body = strategy.new_tree(&mut runner).map(|t| t.current());
+                splice().finish(&body.unwrap_or_default()).is_some()
+            })
+            .count();
+        // The property above is only as good as its answers: many must be
+        // finished by the host, and many not.
+        assert!((100..900).contains(&finished), "{finished} of 1000");
     }
 
     #[test]
