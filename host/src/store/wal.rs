@@ -49,6 +49,10 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// Nothing waits on the cadence: a reader that needs redb current asks
 /// for a checkpoint (`WalWriter::checkpoint`), which runs at once.
 const CHECKPOINT_AT_LEAST: Duration = Duration::from_secs(1);
+/// Facts waiting that make a tick fold them at once. A text call logs four
+/// (its charge, the account's balance, the token's spend, its usage row),
+/// so a load of more than about a thousand calls a second folds at every
+/// tick.
 const CHECKPOINT_BATCH: usize = 1024;
 /// A new segment starts once the current one is this large.
 const SEGMENT_BYTES: u64 = 32 * 1024 * 1024;
