@@ -122,11 +122,11 @@ impl Splice {
     pub(crate) fn finish(&self, body: &[u8]) -> Option<Finished> {
         let text = std::str::from_utf8(body).ok()?;
         let TopLevel(members) = serde_json::from_str(text).ok()?;
+        if written_twice(&members) {
+            return None;
+        }
         let (mut model, mut usage) = (None, None);
-        for (i, &(key, value)) in members.iter().enumerate() {
-            if members[..i].iter().any(|&(k, _)| k == key) {
-                return None;
-            }
+        for &(key, value) in &members {
             match key {
                 "model" => model = Some(value),
                 "usage" => usage = Some(value),
@@ -178,6 +178,15 @@ impl<'de> Deserialize<'de> for TopLevel<'de> {
         }
         d.deserialize_map(Members)
     }
+}
+
+/// Whether any key is written twice. The keys are sorted, so an answer
+/// with very many members (its size is the vendor's) costs n log n here,
+/// not a look back over all the others for each.
+fn written_twice(members: &[(&str, &RawValue)]) -> bool {
+    let mut keys: Vec<&str> = members.iter().map(|&(key, _)| key).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|pair| pair[0] == pair[1])
 }
 
 /// The usage to bill from an answer's `usage` object. Counts are read as
