@@ -418,6 +418,22 @@ mod wal {
         }
 
         #[test]
+        fn fuzz_wal_a_written_ahead_log_cut_anywhere_replays_every_whole_record(
+            n in 1u64..12,
+            cut in any::<usize>(),
+            zeros in 1usize..4096,
+        ) {
+            // A segment made with zeros (`store/wal.rs`) that the process
+            // died writing into: its records, cut anywhere, then the zeros.
+            let (bytes, ends) = segment(n);
+            let cut = cut % (bytes.len() + 1);
+            let whole = ends.iter().filter(|end| **end <= cut).count() as u64;
+            let mut file = bytes[..cut].to_vec();
+            file.resize(cut + zeros, 0);
+            prop_assert_eq!(replay(&file).map_err(|e| TestCaseError::fail(e.to_string()))?, whole);
+        }
+
+        #[test]
         fn fuzz_wal_damaged_logs_are_replayed_or_refused(
             n in 1u64..8,
             at in any::<usize>(),

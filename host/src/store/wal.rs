@@ -3,7 +3,7 @@
 //! Every change to accounts, tokens, holds and usage is first appended here as
 //! one JSON line `{"seq": N, "facts": [...]}`; a background checkpointer then
 //! folds the facts into redb in large batches. The call that changes the
-//! books writes its own line (one `write(2)`, see [`WalWriter`]), so the
+//! books writes its own line (one `pwrite(2)`, see [`WalWriter`]), so the
 //! per-call cost of billing is that write: no thread hand-off, no wake-up,
 //! and no redb transaction per call.
 //!
@@ -21,12 +21,21 @@
 //! the records it is missing; segments wholly in redb are deleted. A segment
 //! is closed at 32 MiB, or after a checkpoint once it holds 1 MiB, so the log
 //! on disk stays within a few MiB however many calls go through.
+//!
+//! A segment is written ahead with zeros (`PREALLOCATED_BYTES`, fsynced with
+//! its directory entry before the first record goes in) and records are
+//! written into that space at their offset, not appended: an fsync of data
+//! written into blocks the file already has needs no journal commit for a
+//! new file size, and cost about a third less CPU in a test on the bench
+//! machine (one `fdatasync` per settlement when streams end apart). No JSON
+//! line holds a NUL byte, so a segment's records end at its first NUL; what
+//! follows must be zeros (see [`recover`]).
 
 use super::records::Fact;
 use super::{Store, StoreError, META};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -56,6 +65,11 @@ const CHECKPOINT_AT_LEAST: Duration = Duration::from_secs(1);
 const CHECKPOINT_BATCH: usize = 1024;
 /// A new segment starts once the current one is this large.
 const SEGMENT_BYTES: u64 = 32 * 1024 * 1024;
+/// What a new segment is written ahead with, in zeros: room for what a
+/// segment takes before the checkpoint that closes it at
+/// `CHECKPOINTED_SEGMENT_BYTES` (records beyond it extend the file as an
+/// append would).
+const PREALLOCATED_BYTES: u64 = 2 * CHECKPOINTED_SEGMENT_BYTES;
 /// ... or, after a checkpoint, once it is this large: its records are then
 /// all in redb or about to be, so the next checkpoint deletes it, and the
 /// log on disk stays within a few of these instead of growing with every
@@ -136,12 +150,16 @@ struct Log {
 }
 
 impl Log {
-    /// Writes the buffered records with one `write(2)`.
+    /// Writes the buffered records with one `pwrite(2)`.
     fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
         }
-        if let Err(e) = (&*self.segment.file).write_all(&self.buf) {
+        if let Err(e) = self
+            .segment
+            .file
+            .write_all_at(&self.buf, self.segment.bytes)
+        {
             fatal(&format!(
                 "writing {} failed: {e}",
                 self.segment.path.display()
@@ -154,6 +172,9 @@ impl Log {
         }
     }
 
+    /// Closes a segment grown to `SEGMENT_BYTES` (a checkpoint closes it
+    /// long before, unless checkpoints fail): the next one is made here,
+    /// under the lock, since writers are already past the size.
     fn rotate(&mut self) {
         if let Err(e) = self.segment.file.sync_data() {
             fatal(&format!(
@@ -161,23 +182,28 @@ impl Log {
                 self.segment.path.display()
             ));
         }
-        self.start_segment();
+        match Segment::create(&self.dir, self.next_segment_number()) {
+            Ok(next) => {
+                self.start_segment(next);
+            }
+            Err(e) => tracing::error!("cannot start a new ledger log segment: {e}"),
+        }
     }
 
-    /// Starts a new segment and returns the one it replaces, which the
-    /// caller must fsync (the fsync thread only syncs the current one).
-    fn start_segment(&mut self) -> Option<Arc<File>> {
-        match Segment::create(&self.dir, self.segment.last_seq + 1) {
-            Ok(next) => {
-                let old = std::mem::replace(&mut self.segment, next);
-                self.closed.push((old.path, old.last_seq));
-                Some(old.file)
-            }
-            Err(e) => {
-                tracing::error!("cannot start a new ledger log segment: {e}");
-                None
-            }
-        }
+    /// The number to name the next segment with: the sequence number the
+    /// next record will have at the earliest. Recovery orders records by
+    /// their own numbers, not by file names, which only have to differ.
+    fn next_segment_number(&self) -> u64 {
+        (self.segment.last_seq + 1).max(self.segment.number + 1)
+    }
+
+    /// Makes `next` the segment written to and returns the one it replaces,
+    /// which the caller must fsync (the fsync thread only syncs the
+    /// current one).
+    fn start_segment(&mut self, next: Segment) -> Arc<File> {
+        let old = std::mem::replace(&mut self.segment, next);
+        self.closed.push((old.path, old.last_seq));
+        old.file
     }
 }
 
@@ -223,7 +249,7 @@ impl Shared {
 
 /// Appends records to the log. Cheap to clone.
 ///
-/// The caller writes its own record (one `write(2)` under a mutex held for
+/// The caller writes its own record (one `pwrite(2)` under a mutex held for
 /// the encoding and the write, a few microseconds), so acknowledging a
 /// change costs no thread wake-up: the background threads only fsync every
 /// `SYNC_EVERY` and fold facts into redb on the checkpointer's cadence
@@ -309,6 +335,19 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The records part of a segment: everything before its first NUL byte
+/// (none is in a JSON line), the rest being the zeros it was made with.
+/// Anything else after the first NUL is `Err` with that NUL's offset.
+fn records_of(bytes: &[u8]) -> Result<&[u8], usize> {
+    let Some(end) = bytes.iter().position(|b| *b == 0) else {
+        return Ok(bytes);
+    };
+    match bytes[end..].iter().all(|b| *b == 0) {
+        true => Ok(&bytes[..end]),
+        false => Err(end),
+    }
+}
+
 /// Applies every logged record redb does not hold yet, then deletes the
 /// segments. Returns the last sequence number in redb afterwards.
 pub fn recover(
@@ -325,12 +364,20 @@ pub fn recover(
     let mut pending: Vec<Record> = Vec::new();
     let files = segments(dir);
     for path in &files {
-        let file = File::open(path)
+        let bytes = std::fs::read(path)
             .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
-        let lines: Vec<Vec<u8>> = BufReader::new(file)
-            .split(b'\n')
-            .collect::<Result<_, _>>()
-            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+        let written = records_of(&bytes).map_err(|at| StoreError::Corrupt {
+            table: "ledger log",
+            detail: format!(
+                "{}: bytes after the zeros at offset {at}; a power cut can leave \
+                 these where the disk wrote a later page before an earlier one \
+                 (what follows the zeros was then never fsynced: truncating the \
+                 file at that offset keeps every fsynced record), and so can \
+                 damage; the files are left untouched",
+                path.display()
+            ),
+        })?;
+        let lines: Vec<&[u8]> = written.split(|b| *b == b'\n').collect();
         for (i, line) in lines.iter().enumerate() {
             if line.is_empty() {
                 continue;
@@ -379,26 +426,50 @@ pub fn recover(
     Ok(last)
 }
 
+/// One log file: records are written at `bytes`, into the zeros it was
+/// made with (see the module doc).
 struct Segment {
     path: PathBuf,
+    /// The number in its name, which orders the files (recovery goes by
+    /// each record's own `seq`).
+    number: u64,
     file: Arc<File>,
+    /// Records written so far: where the next one goes.
     bytes: u64,
     last_seq: u64,
 }
 
 impl Segment {
-    fn create(dir: &Path, first_seq: u64) -> Result<Segment, StoreError> {
-        let path = segment_path(dir, first_seq);
+    /// Makes `ledger-<number>.wal` with `PREALLOCATED_BYTES` of zeros, the
+    /// zeros and the file's directory entry fsynced, so that what is later
+    /// written into it needs no metadata of its own to be durable. A few
+    /// milliseconds: done at start-up and by the checkpointer outside the
+    /// log's lock.
+    fn create(dir: &Path, number: u64) -> Result<Segment, StoreError> {
+        let path = segment_path(dir, number);
+        let err = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", path.display()));
         let file = OpenOptions::new()
-            .create(true)
-            .append(true)
+            .create_new(true)
+            .write(true)
             .open(&path)
-            .map_err(|e| StoreError::Storage(format!("{}: {e}", path.display())))?;
+            .map_err(err)?;
+        let zeros = vec![0u8; 64 * 1024];
+        let mut written = 0;
+        while written < PREALLOCATED_BYTES {
+            let n = zeros.len().min((PREALLOCATED_BYTES - written) as usize);
+            file.write_all_at(&zeros[..n], written).map_err(err)?;
+            written += n as u64;
+        }
+        file.sync_all().map_err(err)?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::Storage(format!("{}: {e}", dir.display())))?;
         Ok(Segment {
             path,
+            number,
             file: Arc::new(file),
             bytes: 0,
-            last_seq: first_seq.saturating_sub(1),
+            last_seq: number.saturating_sub(1),
         })
     }
 }
@@ -435,9 +506,10 @@ pub fn start(
         .map_err(|e| StoreError::Storage(e.to_string()))?;
     let _ = shared.syncer.set(syncer.thread().clone());
     let for_checkpoint = shared.clone();
+    let dir = dir.to_path_buf();
     std::thread::Builder::new()
         .name("ledger-checkpoint".into())
-        .spawn(move || checkpoint_loop(&for_checkpoint, &store, &rx, apply))
+        .spawn(move || checkpoint_loop(&for_checkpoint, &dir, &store, &rx, apply))
         .map_err(|e| StoreError::Storage(e.to_string()))?;
     Ok(WalWriter {
         shared,
@@ -448,7 +520,14 @@ pub fn start(
 /// Fsyncs the current segment at most `SYNC_EVERY` after a write, outside
 /// the log's lock (a writer never waits on the disk). Parked while nothing
 /// is unsynced, so an idle gateway has no thread waking up every 10 ms.
+///
+/// A write that finds the thread parked is fsynced at once if the last
+/// fsync began `SYNC_EVERY` ago or more ([`sync_wait`]): a write now and
+/// then (streams ending apart) costs one wake-up, not a wake-up and a
+/// timer's. Writes closer together wait for the rest of `SYNC_EVERY`, so a
+/// busy spell still shares one fsync among all of them.
 fn sync_loop(shared: &Shared) {
+    let mut last: Option<Instant> = None;
     while !shared.stop.load(Ordering::Acquire) {
         if !shared.dirty.load(Ordering::Acquire) {
             // A write between the check and here leaves the unpark's
@@ -456,15 +535,25 @@ fn sync_loop(shared: &Shared) {
             std::thread::park();
             continue;
         }
-        // Let the writes of the next few milliseconds join this fsync.
-        std::thread::sleep(SYNC_EVERY);
+        let wait = sync_wait(last.map(|at| at.elapsed()));
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
         if shared.dirty.swap(false, Ordering::AcqRel) {
+            last = Some(Instant::now());
             let file = shared.lock().segment.file.clone();
             if let Err(e) = file.sync_data() {
                 fatal(&format!("fsync of the ledger log failed: {e}"));
             }
         }
     }
+}
+
+/// How long the fsync thread, finding a write unsynced, waits before its
+/// fsync, the last one having begun `since_last` ago (`None`: never).
+/// Never more than `SYNC_EVERY`, so every write is fsynced within it.
+fn sync_wait(since_last: Option<Duration>) -> Duration {
+    since_last.map_or(Duration::ZERO, |since| SYNC_EVERY.saturating_sub(since))
 }
 
 /// The books in memory already hold a change the log could not take: going
@@ -488,6 +577,7 @@ fn fold_due(waiting: usize, since: Duration) -> bool {
 /// a last checkpoint) when every writer is gone.
 fn checkpoint_loop(
     shared: &Shared,
+    dir: &Path,
     store: &Store,
     rx: &mpsc::Receiver<Ack>,
     apply: fn(&redb::WriteTransaction, &[Fact]) -> Result<(), StoreError>,
@@ -537,15 +627,26 @@ fn checkpoint_loop(
             });
             match &result {
                 Ok(()) => {
-                    let replaced = {
-                        let mut log = shared.lock();
-                        if log.segment.bytes >= CHECKPOINTED_SEGMENT_BYTES {
-                            log.flush();
-                            log.start_segment()
-                        } else {
+                    // The next segment is written ahead outside the lock
+                    // (writers go on into the current one meanwhile), and
+                    // only swapped in under it.
+                    let number = {
+                        let log = shared.lock();
+                        (log.segment.bytes >= CHECKPOINTED_SEGMENT_BYTES)
+                            .then(|| log.next_segment_number())
+                    };
+                    let next = number.and_then(|n| match Segment::create(dir, n) {
+                        Ok(next) => Some(next),
+                        Err(e) => {
+                            tracing::error!("cannot start a new ledger log segment: {e}");
                             None
                         }
-                    };
+                    });
+                    let replaced = next.map(|next| {
+                        let mut log = shared.lock();
+                        log.flush();
+                        log.start_segment(next)
+                    });
                     // Outside the lock: writers go on into the new segment.
                     if let Some(file) = replaced {
                         if let Err(e) = file.sync_data() {
@@ -789,6 +890,45 @@ mod recovery_tests {
     }
 
     #[test]
+    fn a_segment_ends_at_its_zeros_with_or_without_a_torn_line_before_them() {
+        let c = Case::new();
+        let zeros = "\0".repeat(4096);
+        let torn = line(4);
+        c.segment(1, &[line(1), line(2), zeros.clone()]);
+        c.segment(3, &[line(3), torn[..torn.len() - 5].to_string(), zeros]);
+        assert_eq!(c.recover().unwrap(), 3);
+        assert_eq!(c.rows(), logged(&[1, 2, 3]));
+        assert_eq!(c.files(), 0);
+    }
+
+    #[test]
+    fn bytes_after_a_segments_zeros_refuse_to_guess_and_keep_the_files() {
+        let c = Case::new();
+        let gap = "\0".repeat(100);
+        let path = c.segment(1, &[line(1), gap.clone(), line(2), gap]);
+        match c.recover() {
+            Err(StoreError::Corrupt { table, detail }) => {
+                assert_eq!(table, "ledger log");
+                let name = path.file_name().unwrap().to_str().unwrap();
+                let at = format!("offset {}", line(1).len());
+                assert!(detail.contains(name) && detail.contains(&at), "{detail}");
+            }
+            other => panic!("expected a corrupt log, got {other:?}"),
+        }
+        assert_eq!(c.rows(), vec![]);
+        assert_eq!(c.files(), 1);
+    }
+
+    #[test]
+    fn records_end_at_the_first_nul() {
+        assert_eq!(records_of(b"ab\ncd\n"), Ok(&b"ab\ncd\n"[..]));
+        assert_eq!(records_of(b"ab\n\0\0\0"), Ok(&b"ab\n"[..]));
+        assert_eq!(records_of(b"\0\0"), Ok(&b""[..]));
+        assert_eq!(records_of(b""), Ok(&b""[..]));
+        assert_eq!(records_of(b"ab\n\0\0c"), Err(3));
+    }
+
+    #[test]
     fn nothing_to_replay_keeps_the_position() {
         let c = Case::new();
         assert_eq!(c.recover().unwrap(), 0);
@@ -847,11 +987,44 @@ mod writer_tests {
         }
     }
 
+    /// The records in the log's files (without the zeros after them).
     fn on_disk(logs: &Path) -> String {
         segments(logs)
             .iter()
-            .map(|p| std::fs::read_to_string(p).unwrap())
+            .map(|p| {
+                let bytes = std::fs::read(p).unwrap();
+                String::from_utf8(records_of(&bytes).unwrap().to_vec()).unwrap()
+            })
             .collect()
+    }
+
+    #[test]
+    fn a_new_segment_is_written_ahead_and_records_go_into_it_from_its_start() {
+        let w = Writer::new();
+        let files = segments(&w.logs);
+        assert_eq!(files.len(), 1);
+        let size = || std::fs::metadata(&files[0]).unwrap().len();
+        assert_eq!(size(), PREALLOCATED_BYTES, "made with its zeros");
+        for seq in 1..=3u64 {
+            w.wal
+                .append(seq, vec![usage(seq, "m")], Durability::Written)
+                .unwrap();
+        }
+        let text = on_disk(&w.logs);
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.starts_with("{\"seq\":1,"));
+        assert_eq!(size(), PREALLOCATED_BYTES, "written into, not appended to");
+    }
+
+    #[test]
+    fn the_fsync_thread_syncs_a_lone_write_at_once_and_a_busy_spell_every_tick() {
+        // Nothing synced yet, or the last fsync long ago: at once.
+        assert_eq!(sync_wait(None), Duration::ZERO);
+        assert_eq!(sync_wait(Some(SYNC_EVERY)), Duration::ZERO);
+        assert_eq!(sync_wait(Some(10 * SYNC_EVERY)), Duration::ZERO);
+        // Soon after the last one: the rest of the tick, never more.
+        assert_eq!(sync_wait(Some(Duration::ZERO)), SYNC_EVERY);
+        assert_eq!(sync_wait(Some(SYNC_EVERY / 4)), SYNC_EVERY - SYNC_EVERY / 4);
     }
 
     #[tokio::test]
@@ -893,10 +1066,11 @@ mod writer_tests {
     async fn a_checkpointed_segment_is_closed_and_deleted_so_the_log_stays_small() {
         let w = Writer::new();
         let (store, logs, wal) = (&w.store, &w.logs, &w.wal);
+        // Records written, not the zeros the segments were made with.
         let bytes = |logs: &Path| -> u64 {
             segments(logs)
                 .iter()
-                .map(|p| std::fs::metadata(p).unwrap().len())
+                .map(|p| records_of(&std::fs::read(p).unwrap()).unwrap().len() as u64)
                 .sum()
         };
         // Some 3 MiB of records, a checkpoint every 2,000.
