@@ -182,11 +182,8 @@ impl Log {
                 self.segment.path.display()
             ));
         }
-        match Segment::create(&self.dir, self.next_segment_number()) {
-            Ok(next) => {
-                self.start_segment(next);
-            }
-            Err(e) => tracing::error!("cannot start a new ledger log segment: {e}"),
+        if let Some(next) = Segment::create_or_log(&self.dir, self.next_segment_number()) {
+            self.start_segment(next);
         }
     }
 
@@ -453,13 +450,8 @@ impl Segment {
             .write(true)
             .open(&path)
             .map_err(err)?;
-        let zeros = vec![0u8; 64 * 1024];
-        let mut written = 0;
-        while written < PREALLOCATED_BYTES {
-            let n = zeros.len().min((PREALLOCATED_BYTES - written) as usize);
-            file.write_all_at(&zeros[..n], written).map_err(err)?;
-            written += n as u64;
-        }
+        file.write_all_at(&vec![0u8; PREALLOCATED_BYTES as usize], 0)
+            .map_err(err)?;
         file.sync_all().map_err(err)?;
         File::open(dir)
             .and_then(|d| d.sync_all())
@@ -471,6 +463,14 @@ impl Segment {
             bytes: 0,
             last_seq: number.saturating_sub(1),
         })
+    }
+
+    /// [`Segment::create`] for a rotation, which goes on in the current
+    /// segment (and tries again at the next one) when it fails.
+    fn create_or_log(dir: &Path, number: u64) -> Option<Segment> {
+        Segment::create(dir, number)
+            .map_err(|e| tracing::error!("cannot start a new ledger log segment: {e}"))
+            .ok()
     }
 }
 
@@ -506,10 +506,9 @@ pub fn start(
         .map_err(|e| StoreError::Storage(e.to_string()))?;
     let _ = shared.syncer.set(syncer.thread().clone());
     let for_checkpoint = shared.clone();
-    let dir = dir.to_path_buf();
     std::thread::Builder::new()
         .name("ledger-checkpoint".into())
-        .spawn(move || checkpoint_loop(&for_checkpoint, &dir, &store, &rx, apply))
+        .spawn(move || checkpoint_loop(&for_checkpoint, &store, &rx, apply))
         .map_err(|e| StoreError::Storage(e.to_string()))?;
     Ok(WalWriter {
         shared,
@@ -577,7 +576,6 @@ fn fold_due(waiting: usize, since: Duration) -> bool {
 /// a last checkpoint) when every writer is gone.
 fn checkpoint_loop(
     shared: &Shared,
-    dir: &Path,
     store: &Store,
     rx: &mpsc::Receiver<Ack>,
     apply: fn(&redb::WriteTransaction, &[Fact]) -> Result<(), StoreError>,
@@ -630,18 +628,12 @@ fn checkpoint_loop(
                     // The next segment is written ahead outside the lock
                     // (writers go on into the current one meanwhile), and
                     // only swapped in under it.
-                    let number = {
+                    let due = {
                         let log = shared.lock();
                         (log.segment.bytes >= CHECKPOINTED_SEGMENT_BYTES)
-                            .then(|| log.next_segment_number())
+                            .then(|| (log.dir.clone(), log.next_segment_number()))
                     };
-                    let next = number.and_then(|n| match Segment::create(dir, n) {
-                        Ok(next) => Some(next),
-                        Err(e) => {
-                            tracing::error!("cannot start a new ledger log segment: {e}");
-                            None
-                        }
-                    });
+                    let next = due.and_then(|(dir, n)| Segment::create_or_log(&dir, n));
                     let replaced = next.map(|next| {
                         let mut log = shared.lock();
                         log.flush();
