@@ -35,6 +35,7 @@ use super::records::Fact;
 use super::{Store, StoreError, META};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -445,13 +446,15 @@ impl Segment {
     fn create(dir: &Path, number: u64) -> Result<Segment, StoreError> {
         let path = segment_path(dir, number);
         let err = |e: std::io::Error| StoreError::Storage(format!("{}: {e}", path.display()));
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
             .create_new(true)
             .write(true)
             .open(&path)
             .map_err(err)?;
-        file.write_all_at(&vec![0u8; PREALLOCATED_BYTES as usize], 0)
-            .map_err(err)?;
+        // Copied through std's small stack buffer: no 2-MiB buffer on the
+        // heap for each segment (which the allocator would zero, and keep
+        // resident a while, when it reuses freed pages for it).
+        std::io::copy(&mut std::io::repeat(0).take(PREALLOCATED_BYTES), &mut file).map_err(err)?;
         file.sync_all().map_err(err)?;
         File::open(dir)
             .and_then(|d| d.sync_all())
