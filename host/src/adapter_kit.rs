@@ -37,10 +37,13 @@
 //! translation: `"relay"` (the host relays the answer), or
 //! `{"splice": "<model>"}` (the host relays a stream's ordinary events,
 //! and finishes an ordinary non-streamed answer, itself: `relay::splice`).
-//! A streamed fixture of an adapter that asks for the splice is run twice,
-//! through the translator alone and spliced, and fails if the client's
-//! events differ by a byte; a non-streamed one fails if the answer the host
-//! would finish differs from the translator's as JSON or in its usage.
+//! Every streamed fixture is run twice through the translator: each event
+//! pushed, then all of them given to `finish` as its `rest` (as the relay
+//! gives it a stream's last events when they come with its end); and once
+//! more spliced, for an adapter that asks for the splice. It fails if the
+//! client's events differ by a byte, or the error or the end; a
+//! non-streamed one fails if the answer the host would finish differs
+//! from the translator's as JSON or in its usage.
 //!
 //! A video adapter's fixture describes one of its three calls instead, with
 //! the host's validated submission or the vendor's task id as input:
@@ -85,8 +88,8 @@ use crate::plugins::bindings::types::{Header, Protocol, RequestCtx, Setting, Sse
 use crate::plugins::registry::{load_file, AdapterPlugin, Loaded, VideoPlugin};
 use crate::plugins::sandbox::Sandbox;
 use crate::plugins::session::{
-    AdapterSession, AnswerMode, OutboundBody, OutboundRequest, StreamClose, TaskState,
-    UpstreamTaskStatus, VideoRequest, VideoSession,
+    AdapterError, AdapterSession, AnswerMode, OutboundBody, OutboundRequest, StreamClose,
+    TaskState, UpstreamTaskStatus, VideoRequest, VideoSession,
 };
 use crate::relay::splice::Splice;
 use axum::http::StatusCode;
@@ -375,12 +378,29 @@ async fn run_case(
             );
         }
     } else if let Some(stream) = field("vendor_stream").and_then(Value::as_str) {
-        let run = translate_stream(&mut session, &ctx, &state, stream, None).await?;
+        let run = translate_stream(&mut session, &ctx, &state, stream, None, Feed::Pushed).await?;
+        // The translator must answer the same whether the events come
+        // pushed or with the stream's end (`finish`'s `rest`).
+        let at_end =
+            translate_stream(&mut session, &ctx, &state, stream, None, Feed::AtEnd).await?;
+        if let Some(why) = run.differs_from(&at_end) {
+            return Err(format!(
+                "the adapter's translator answers differently when the stream's events \
+                 come with its end (`finish`'s `rest`) than when they are pushed: {why}"
+            ));
+        }
         // An adapter that asks the host to splice must answer the same
         // either way: the stream again, its ordinary events the host's.
         if let Some(splice) = splice {
-            let spliced =
-                translate_stream(&mut session, &ctx, &state, stream, Some(splice)).await?;
+            let spliced = translate_stream(
+                &mut session,
+                &ctx,
+                &state,
+                stream,
+                Some(splice),
+                Feed::Pushed,
+            )
+            .await?;
             if let Some(why) = run.differs_from(&spliced) {
                 return Err(format!(
                     "the adapter asks the host to splice its stream, but the spliced \
@@ -458,6 +478,17 @@ impl StreamRun {
     }
 }
 
+/// How a fixture's vendor events reach the translator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    /// Each pushed, then `finish` with no events: the relay's way when
+    /// events come one at a time.
+    Pushed,
+    /// All (after the splice's, if any) given to `finish` as its `rest`:
+    /// the relay's way when a stream's last events come with its end.
+    AtEnd,
+}
+
 /// Runs `stream` (server-sent events as the vendor sent them) through a new
 /// translator, with the host's splice in front of it when given, as the
 /// relay does.
@@ -467,6 +498,7 @@ async fn translate_stream(
     state: &str,
     stream: &str,
     mut splice: Option<Splice>,
+    feed: Feed,
 ) -> Result<StreamRun, String> {
     use futures_util::StreamExt;
     let translator = session
@@ -479,6 +511,7 @@ async fn translate_stream(
     let mut events = Box::pin(crate::sse::events(bytes, crate::sse::DEFAULT_MAX_PENDING));
     let mut client = Vec::new();
     let mut error = None;
+    let mut rest = Vec::new();
     while let Some(ev) = events.next().await {
         let ev = ev.map_err(|e| format!("the fixture's stream is not SSE: {e}"))?;
         let sse = SseEvent {
@@ -492,6 +525,10 @@ async fn translate_stream(
             client.push(spliced);
             continue;
         }
+        if feed == Feed::AtEnd {
+            rest.push(sse);
+            continue;
+        }
         match session.push(translator, &sse).await {
             Ok(out) => client.extend(out),
             Err(e) => {
@@ -501,10 +538,15 @@ async fn translate_stream(
         }
     }
     let end = session
-        .finish(translator)
+        .finish(translator, &rest)
         .await
         .map_err(|e| e.to_string())?;
-    if end.complete {
+    client.extend(end.rest_events.iter().cloned());
+    if let Some(e) = &end.rest_failed {
+        error = Some(AdapterError::Plugin(e.clone()).to_string());
+    }
+    // A failed stream ends with its failure, as the relay ends it.
+    if end.complete && error.is_none() {
         client.extend(end.events.iter().cloned());
     }
     Ok(StreamRun { client, error, end })
@@ -773,6 +815,8 @@ mod tests {
                 .collect(),
             error: None,
             end: StreamClose {
+                rest_events: Vec::new(),
+                rest_failed: None,
                 events: Vec::new(),
                 usage: None,
                 complete,

@@ -609,3 +609,72 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
 fn names(spans: &[Span]) -> Vec<String> {
     spans.iter().map(|s| s.name.clone()).collect()
 }
+
+/// A streamed chunk without what differs between two calls (`id`,
+/// `created`).
+fn chunk_without_ids(data: &str) -> Value {
+    let mut v: Value = serde_json::from_str(data).unwrap_or(Value::String(data.into()));
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+        o.remove("created");
+    }
+    v
+}
+
+/// A stream whose last events come with its end (`[[sim:whole]]`: the
+/// vendor's whole stream in one write, so every event is read with the end)
+/// is ended in one guest call, `finish` with the finishing chunk, the usage
+/// report and `[DONE]` as its `rest`: three calls in all with the request's
+/// translation and the translator's making, where a push for each of those
+/// events, `finish` and the translator's drop made seven. The client gets
+/// the same events as from a stream read event by event, and the same bill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_last_events_come_with_its_end_takes_one_guest_call_to_end() {
+    let env = Env::start().await;
+    let account = env.account("100").await;
+    let key = env.token_with(&account, json!({})).await.1;
+    let calls = |s: &Scrape| {
+        value(
+            s,
+            "gateway_guest_call_duration_seconds_count",
+            &[("plugin", "openai")],
+        )
+    };
+    // Each with one directive, so that the prompts count alike.
+    let mut body = user("gpt-4o-mini", "tell me a story [[sim:crlf]]");
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+
+    let (balance_before, _) = env.balance(&account).await;
+    let paced = sse_data(env.chat(&key, body.clone()).await).await;
+    let (balance_paced, _) = env.balance(&account).await;
+    let before = scrape(&env).await;
+    body["messages"][0]["content"] = json!("tell me a story [[sim:whole]]");
+    let whole = sse_data(env.chat(&key, body).await).await;
+    let after = scrape(&env).await;
+    let (balance_whole, ledger) = env.balance(&account).await;
+
+    assert_eq!(calls(&after) - calls(&before), 3.0);
+    assert_eq!(whole.last().map(String::as_str), Some("[DONE]"));
+    assert_eq!(
+        whole
+            .iter()
+            .map(|d| chunk_without_ids(d))
+            .collect::<Vec<_>>(),
+        paced
+            .iter()
+            .map(|d| chunk_without_ids(d))
+            .collect::<Vec<_>>(),
+        "the same events, ended by `finish`"
+    );
+    let usage = chunk_without_ids(&whole[whole.len() - 2])["usage"].clone();
+    assert!(usage["completion_tokens"].as_u64().unwrap() > 0, "{usage}");
+    // Billed alike, and the books add up.
+    assert!(balance_paced < balance_before);
+    assert_eq!(
+        balance_paced - balance_whole,
+        balance_before - balance_paced
+    );
+    assert_eq!(balance_whole, ledger);
+    env.stop().await;
+}

@@ -348,6 +348,10 @@ async fn a_vendors_retry_after_reaches_every_client() {
     env.stop().await;
 }
 
+/// Also with the vendor's whole stream in one write (`[[sim:whole]]`), so
+/// that its last events come with its end and reach the translator in one
+/// `finish` (as its `rest`): the client gets the same text before the
+/// error event, and the row the same output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
     let env = Env::start().await;
@@ -355,30 +359,38 @@ async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
     let (_, key) = env.token_with(&account, json!({})).await;
     for model in ["gpt-4o-mini", "claude-sonnet-4-5", "gemini-2.5-flash"] {
         for client in CLIENTS {
-            let ask = Ask::new(model, "tell me a story [[sim:truncate]]").streamed(true);
-            let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
-            assert_eq!(a.status, 200);
-            assert!(
-                a.error.is_some(),
-                "{client:?} → {model}: ends with an error event: {:?}",
-                a.events
-            );
-            assert!(
-                !a.events.iter().any(|(n, d)| d == "[DONE]"
-                    || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
-                    || d.contains("finishReason")),
-                "{client:?} → {model}: no completion marker: {:?}",
-                a.events
-            );
-            let row = crate::billing::usage_row(&env, &a.request_id).await;
-            assert_eq!(
-                row["status"], 502,
-                "{client:?} → {model}: recorded as failed: {row}"
-            );
-            assert!(row["error"]
-                .as_str()
-                .unwrap()
-                .contains("before the answer was complete"));
+            let mut chunked = None;
+            for how in ["truncate", "truncate,whole"] {
+                let ask = Ask::new(model, &format!("tell me a story [[sim:{how}]]")).streamed(true);
+                let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
+                assert_eq!(a.status, 200);
+                assert!(
+                    a.error.is_some(),
+                    "{client:?} → {model}: ends with an error event: {:?}",
+                    a.events
+                );
+                assert!(
+                    !a.events.iter().any(|(n, d)| d == "[DONE]"
+                        || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
+                        || d.contains("finishReason")),
+                    "{client:?} → {model}: no completion marker: {:?}",
+                    a.events
+                );
+                let row = crate::billing::usage_row(&env, &a.request_id).await;
+                assert_eq!(
+                    row["status"], 502,
+                    "{client:?} → {model}: recorded as failed: {row}"
+                );
+                assert!(row["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("before the answer was complete"));
+                let relayed = (a.text.clone(), a.events.len(), row["output_tokens"].clone());
+                match &chunked {
+                    None => chunked = Some(relayed),
+                    Some(first) => assert_eq!(&relayed, first, "{client:?} → {model}, {how}"),
+                }
+            }
         }
     }
     let (balance, sum) = env.balance(&account).await;

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 
 use crate::bindings::adapter::exports::gateway::plugin::adapter::{
-    Guest, GuestStreamTranslator, StreamEnd,
+    Guest, GuestStreamTranslator, StreamEnd, StreamTranslator,
 };
 use crate::bindings::types::{
     AnswerMode, Descriptor, Header, PluginError, RequestBody, RequestCtx, SseEvent, StreamSplice,
@@ -197,16 +197,44 @@ impl<V: Vendor> GuestStreamTranslator for StreamDriver<V> {
         self.stream.borrow_mut().push(&ev).map_err(plugin_error)
     }
 
-    fn finish(&self) -> Result<StreamEnd, PluginError> {
-        let end = self.stream.borrow_mut().finish();
+    fn finish(this: StreamTranslator, rest: Vec<SseEvent>) -> Result<StreamEnd, PluginError> {
+        this.into_inner::<Self>().end(rest)
+    }
+}
+
+impl<V: Vendor> StreamDriver<V> {
+    /// The stream's end after `rest`, its last vendor events (the
+    /// translator's `finish`, for a wrapper that owns a driver).
+    pub fn end(self, rest: Vec<SseEvent>) -> Result<StreamEnd, PluginError> {
+        let mut stream = self.stream.into_inner();
+        let mut rest_events = Vec::new();
+        let mut rest_failed = None;
+        for ev in &rest {
+            match stream.push(ev) {
+                Ok(out) => rest_events.extend(out),
+                Err(e) => {
+                    rest_failed = Some(plugin_error(e));
+                    break;
+                }
+            }
+        }
+        let end = stream.finish();
         if end.usage.is_none() {
             crate::log::warn("vendor stream ended without a usage report");
         }
-        if !end.complete {
+        if !end.complete && rest_failed.is_none() {
             crate::log::warn("vendor stream ended without its finish marker");
         }
+        // After a failure the stream ends with it: no closing events.
+        let events = if rest_failed.is_some() {
+            Vec::new()
+        } else {
+            end.events
+        };
         Ok(StreamEnd {
-            events: end.events,
+            rest_events,
+            rest_failed,
+            events,
             usage: end.usage.map(wit_usage),
             complete: end.complete,
         })

@@ -165,6 +165,13 @@ pub struct OutboundRequest {
 /// How a translated stream ends, checked.
 #[derive(Debug)]
 pub struct StreamClose {
+    /// The client events of the stream's last vendor events (`finish`'s
+    /// `rest`), up to the one that failed, if one did.
+    pub rest_events: Vec<SseEvent>,
+    /// Why one of the last events could not be translated: the stream ends
+    /// with this failure after `rest_events`, as after a failed `push`.
+    pub rest_failed: Option<PluginError>,
+    /// The closing events (none after a failure).
     pub events: Vec<SseEvent>,
     pub usage: Option<Usage>,
     /// The vendor sent its protocol's finish marker.
@@ -347,9 +354,6 @@ pub struct AdapterSession {
     plugin: Arc<AdapterPlugin>,
     store: Store<GuestState>,
     inst: VendorAdapter,
-    /// A call failed in a way that returned no error to the caller (a
-    /// stream translator's drop): the instance must not be reused.
-    spoilt: bool,
 }
 
 impl AdapterSession {
@@ -372,18 +376,14 @@ impl AdapterSession {
             plugin: plugin.clone(),
             store,
             inst,
-            spoilt: false,
         })
     }
 
     /// Gives the instance back for another call. Only for a session whose
-    /// calls all succeeded; a stream's translator is gone by then
-    /// ([`AdapterSession::finish`] drops it, and a failed drop keeps the
-    /// instance from coming back).
+    /// calls all succeeded; a stream's translator is gone by then (the
+    /// guest's [`AdapterSession::finish`] takes it).
     pub fn recycle(self) {
-        if !self.spoilt {
-            self.plugin.warm.give(self.store, self.inst);
-        }
+        self.plugin.warm.give(self.store, self.inst);
     }
 
     pub async fn translate_request(
@@ -522,26 +522,28 @@ impl AdapterSession {
         dropped.ok().map(|()| self)
     }
 
-    /// Ends the stream: its closing events and usage. The translator is
-    /// dropped here and must not be used again (a session whose `finish`
-    /// failed is not recycled, so its instance goes with the translator).
-    pub async fn finish(&mut self, translator: ResourceAny) -> Result<StreamClose, AdapterError> {
+    /// Ends the stream after `rest`, its last vendor events, read together
+    /// with its end and not pushed: their client events, the closing events
+    /// and the usage, in one guest call. The guest takes the translator,
+    /// which must not be used again (a session whose `finish` failed is not
+    /// recycled, so its instance goes with the translator).
+    pub async fn finish(
+        &mut self,
+        translator: ResourceAny,
+        rest: &[SseEvent],
+    ) -> Result<StreamClose, AdapterError> {
         let api = self.inst.gateway_plugin_adapter().stream_translator();
         let r = guarded!(
             self.sandbox,
             self.store,
-            api.call_finish(&mut self.store, translator)
+            api.call_finish(&mut self.store, translator, rest)
         )?;
         let end = r.map_err(AdapterError::Plugin)?;
+        check_events(&self.store, &end.rest_events)?;
         check_events(&self.store, &end.events)?;
-        // The translator is done; let the guest free it.
-        let dropped = guarded!(
-            self.sandbox,
-            self.store,
-            translator.resource_drop_async(&mut self.store)
-        );
-        self.spoilt |= dropped.is_err();
         Ok(StreamClose {
+            rest_events: end.rest_events,
+            rest_failed: end.rest_failed,
             events: end.events,
             usage: end.usage.map(host_usage),
             complete: end.complete,

@@ -29,6 +29,15 @@
 //! Where the adapter asked for it (`answer-mode.splice`), the stream's
 //! ordinary events are relayed by the host without the translator
 //! (`relay::splice`); the rest, and the end, are the translator's as above.
+//!
+//! An event for the translator is taken with the vendor events already
+//! read behind it (a stream's last few usually come in one read: a
+//! finishing chunk, a usage report, an end marker, the body's end). When
+//! the stream's end came with them they all go to the translator's
+//! `finish` as its `rest`: one guest call ends the stream, where a push for
+//! each, a `finish` and the translator's drop were five, each a wake of the
+//! guest with wasmtime's fixed cost. Otherwise they are pushed one by one,
+//! as they came; nothing waits for an event that has not come.
 
 use super::charge::Charge;
 use super::relayed::{self, Relayed};
@@ -42,7 +51,7 @@ use crate::sse;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -131,7 +140,7 @@ pub(crate) async fn start(
             None => {
                 // Over before any text for the client: a whole (empty)
                 // answer, or a cut one.
-                return match session.finish(translator).await {
+                return match session.finish(translator, &[]).await {
                     Ok(end) if end.complete => Ok(Opened {
                         session,
                         translator,
@@ -234,6 +243,20 @@ impl Watched {
                 }
             }
         };
+        Self::read(item, broke)
+    }
+
+    /// The vendor's next event if it has been read already (it came with
+    /// the one before), without waiting: `None` while it is still to come.
+    fn ready(&mut self, broke: &str) -> Option<Result<Option<SseEvent>, ApiError>> {
+        let item = self.events.next().now_or_never()?;
+        Some(Self::read(item, broke))
+    }
+
+    fn read(
+        item: Option<Result<sse::Event, sse::SseError>>,
+        broke: &str,
+    ) -> Result<Option<SseEvent>, ApiError> {
         match item {
             None => Ok(None),
             Some(Err(e)) => Err(ApiError::UpstreamUnreachable(format!("{broke}: {e}"))),
@@ -243,6 +266,36 @@ impl Watched {
             })),
         }
     }
+}
+
+/// The most vendor events read ahead for one guest call: an event for the
+/// translator is taken with those already read behind it, up to this many,
+/// and when the stream's end came with them they all go to `finish` (one
+/// call for the stream's last events, its end and the translator's drop);
+/// otherwise they are pushed one by one, as they came.
+const READ_AHEAD: usize = 16;
+
+/// What reading ahead found behind an event for the translator.
+enum Ahead {
+    /// The stream ended after these events (the first is the one read).
+    Ended(Vec<SseEvent>),
+    /// More is to come: push these, then fail with the stream's breaking
+    /// if it broke right after them.
+    Push(Vec<SseEvent>, Option<ApiError>),
+}
+
+/// `ev` with the vendor events already read behind it (see [`READ_AHEAD`]).
+fn read_ahead(ev: SseEvent, events: &mut Watched) -> Ahead {
+    let mut batch = vec![ev];
+    while batch.len() < READ_AHEAD {
+        match events.ready("the stream broke") {
+            None => break,
+            Some(Ok(Some(ev))) => batch.push(ev),
+            Some(Ok(None)) => return Ahead::Ended(batch),
+            Some(Err(e)) => return Ahead::Push(batch, Some(e)),
+        }
+    }
+    Ahead::Push(batch, None)
 }
 
 /// `idle` after `from`; a timeout too long to add is as good as none (a
@@ -395,7 +448,9 @@ async fn pump(
     // every time.
     //
     // The loop ends with the failure, if one ended it (else the vendor's
-    // stream ended, or the client went: `client.gone`).
+    // stream ended, or the client went: `client.gone`). `rest` is what
+    // came with the stream's end, for `finish`.
+    let mut rest: Vec<SseEvent> = Vec::new();
     let watcher = client.tx.clone();
     let mut failure: Option<ApiError> = {
         let mut left = std::pin::pin!(watcher.closed());
@@ -426,16 +481,33 @@ async fn pump(
                 }
                 continue;
             }
-            match session.push(translator, &ev).await {
-                Ok(out) => {
-                    if !client.send(&out).await {
-                        break None;
+            let (batch, broke) = match read_ahead(ev, &mut events) {
+                Ahead::Ended(batch) => {
+                    rest = batch;
+                    break None;
+                }
+                Ahead::Push(batch, broke) => (batch, broke),
+            };
+            let mut failed = None;
+            for ev in &batch {
+                match session.push(translator, ev).await {
+                    Ok(out) => {
+                        if !client.send(&out).await {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        guest_broken = matches!(e, AdapterError::Guest(_));
+                        failed = Some(e.into());
+                        break;
                     }
                 }
-                Err(e) => {
-                    guest_broken = matches!(e, AdapterError::Guest(_));
-                    break Some(e.into());
-                }
+            }
+            if failed.is_some() || client.gone {
+                break failed;
+            }
+            if broke.is_some() {
+                break broke;
             }
         }
     };
@@ -450,13 +522,19 @@ async fn pump(
     let end = match ended {
         Some(end) => Some(Ok(end)),
         None if guest_broken => None,
-        None => Some(session.finish(translator).await),
+        None => Some(session.finish(translator, &rest).await),
     };
     let guest_ok = matches!(end, Some(Ok(_)));
     if let Some(end) = end {
         match end {
             Ok(end) => {
                 usage = end.usage;
+                // The last events' client events go out as their pushes'
+                // would have, then their failure, if one failed.
+                client.send(&end.rest_events).await;
+                if let Some(e) = end.rest_failed {
+                    failure = failure.or(Some(AdapterError::Plugin(e).into()));
+                }
                 if failure.is_none() && !client.gone {
                     if end.complete {
                         closing = end.events;
@@ -641,6 +719,88 @@ mod tests {
                 "set again for this wait's own deadline"
             );
             assert!(deadline <= tokio::time::Instant::now() + idle);
+        });
+    }
+
+    fn event(data: &str) -> sse::Event {
+        sse::Event {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    fn datas(events: &[SseEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    fn sse_event(data: &str) -> SseEvent {
+        SseEvent {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    fn watched(items: Vec<Result<sse::Event, sse::SseError>>, then: VendorEvents) -> Watched {
+        Watched::new(
+            Box::pin(stream::iter(items).chain(then)),
+            Duration::from_secs(60),
+        )
+    }
+
+    #[test]
+    fn events_read_with_the_end_all_go_to_finish() {
+        runtime().block_on(async {
+            let mut w = watched(
+                vec![Ok(event("u")), Ok(event("[DONE]"))],
+                Box::pin(stream::empty()),
+            );
+            match read_ahead(sse_event("f"), &mut w) {
+                Ahead::Ended(rest) => assert_eq!(datas(&rest), ["f", "u", "[DONE]"]),
+                Ahead::Push(..) => panic!("the end came with them"),
+            }
+        });
+    }
+
+    #[test]
+    fn events_read_before_a_wait_are_pushed_without_waiting() {
+        runtime().block_on(async {
+            let mut w = watched(vec![Ok(event("a"))], Box::pin(stream::pending()));
+            match read_ahead(sse_event("f"), &mut w) {
+                Ahead::Push(batch, None) => assert_eq!(datas(&batch), ["f", "a"]),
+                _ => panic!("more is to come"),
+            }
+        });
+    }
+
+    #[test]
+    fn a_break_read_ahead_comes_after_the_events_before_it() {
+        runtime().block_on(async {
+            let broken = Err(sse::SseError::TooLarge(1));
+            let mut w = watched(vec![Ok(event("a")), broken], Box::pin(stream::empty()));
+            match read_ahead(sse_event("f"), &mut w) {
+                Ahead::Push(batch, Some(ApiError::UpstreamUnreachable(why))) => {
+                    assert_eq!(datas(&batch), ["f", "a"]);
+                    assert!(why.starts_with("the stream broke"), "{why}");
+                }
+                _ => panic!("the events, then the break"),
+            }
+        });
+    }
+
+    #[test]
+    fn reading_ahead_stops_at_its_bound_and_leaves_the_rest() {
+        runtime().block_on(async {
+            let many = (0..READ_AHEAD + 3)
+                .map(|i| Ok(event(&i.to_string())))
+                .collect();
+            let mut w = watched(many, Box::pin(stream::empty()));
+            match read_ahead(sse_event("f"), &mut w) {
+                Ahead::Push(batch, None) => assert_eq!(batch.len(), READ_AHEAD),
+                _ => panic!("bounded"),
+            }
+            // The events past the bound are the stream's next.
+            let next = w.next("broke").await.unwrap().unwrap();
+            assert_eq!(next.data, (READ_AHEAD - 1).to_string());
         });
     }
 

@@ -75,6 +75,8 @@ pub struct Framing {
     pub crlf: bool,
     pub fragment: bool,
     pub comments: bool,
+    /// The whole stream as one body of known length (`[[sim:whole]]`).
+    pub whole: bool,
 }
 
 /// The longest reply `[[sim:words=N]]` asks for.
@@ -209,6 +211,7 @@ fn apply_item(item: &str, d: &mut Directives) {
         ("crlf", None) => d.framing.crlf = true,
         ("fragment", None) => d.framing.fragment = true,
         ("comments", None) => d.framing.comments = true,
+        ("whole", None) => d.framing.whole = true,
         _ => tracing::warn!(item, "ignoring unknown sim directive"),
     }
 }

@@ -108,6 +108,9 @@
 //! - `[[sim:crlf]]`, `[[sim:fragment]]`, `[[sim:comments]]`: stream with
 //!   CRLF line ends / every event split into 3 body chunks / `: keep-alive`
 //!   comments between events (not for Gemini, which never sends comments).
+//! - `[[sim:whole]]`: a stream sent as one body with its length, in one
+//!   write, as a vendor whose events all come with the stream's end (not
+//!   with `cut`, which needs the chunks).
 //! - `[[sim:chunk_delay_ms=N]]`: pause N ms between streamed body chunks.
 //! - `[[sim:delta_delay_ms=N]]`: a paced stream that starts at once: the
 //!   opening events (OpenAI the role chunk; Anthropic `message_start`,

@@ -222,6 +222,7 @@ mod tests {
             crlf: true,
             fragment: true,
             comments: true,
+            whole: false,
         };
         let p = frame(&["{\"a\":1}".into(), "[DONE]".into()], framing);
         assert_eq!(p.len(), 3 + 1 + 3);

@@ -13,7 +13,7 @@ mod sabotage;
 
 use behaviour::Behaviour;
 use gateway_guest_sdk::bindings::adapter::exports::gateway::plugin::adapter::{
-    Guest, GuestStreamTranslator, StreamEnd,
+    Guest, GuestStreamTranslator, StreamEnd, StreamTranslator,
 };
 use gateway_guest_sdk::bindings::types::{
     AnswerMode, AuthScheme, Descriptor, Header, PluginError, Protocol, RequestCtx, SseEvent,
@@ -125,8 +125,14 @@ impl GuestStreamTranslator for Translator {
         self.inner.push(ev)
     }
 
-    fn finish(&self) -> Result<StreamEnd, PluginError> {
-        self.inner.finish()
+    fn finish(this: StreamTranslator, rest: Vec<SseEvent>) -> Result<StreamEnd, PluginError> {
+        let t = this.into_inner::<Self>();
+        // The stream's last events count as pushes.
+        let pushed = t.pushed.get() + u32::try_from(rest.len()).unwrap_or(u32::MAX);
+        if t.spin_on_push && pushed > 2 {
+            sabotage::spin_forever();
+        }
+        t.inner.end(rest)
     }
 }
 

@@ -259,6 +259,13 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         plain => plain,
     };
     let mut resp = match rendered {
+        Rendered::Stream { events, .. } if framing.whole && !cut => {
+            let body: Vec<u8> = sse::frame_indexed(&events, framing)
+                .into_iter()
+                .flat_map(|(_, piece)| piece.to_vec())
+                .collect();
+            event_stream(Body::from(body))
+        }
         Rendered::Stream { events, finish_at } => {
             let d = &req.directives;
             let pieces = pace(
