@@ -37,7 +37,8 @@
 //! `finish` as its `rest`: one guest call ends the stream, where a push for
 //! each, a `finish` and the translator's drop were five, each a wake of the
 //! guest with wasmtime's fixed cost. Otherwise they are pushed one by one,
-//! as they came; nothing waits for an event that has not come.
+//! as they came. Nothing waits for an event that has not come, beyond one
+//! turn of the runtime at a spliced stream's end ([`READ_AHEAD`]).
 
 use super::charge::Charge;
 use super::relayed::{self, Relayed};
@@ -273,6 +274,15 @@ impl Watched {
 /// and when the stream's end came with them they all go to `finish` (one
 /// call for the stream's last events, its end and the translator's drop);
 /// otherwise they are pushed one by one, as they came.
+///
+/// With `turns`, for a spliced stream whose first event for the translator
+/// is its end beginning (a finishing chunk: the usage report and `[DONE]`
+/// follow at once), reading ahead gives the runtime one turn before giving
+/// up on a next event. The vendor connection's task hands the body over one
+/// HTTP chunk at a time and only when asked, so a chunk already received is
+/// not readable until that task has run; one turn lets it (and the I/O
+/// driver) run. It costs a scheduler turn per event read this way, a few
+/// microseconds, against a guest call per event saved.
 const READ_AHEAD: usize = 16;
 
 /// What reading ahead found behind an event for the translator.
@@ -284,13 +294,22 @@ enum Ahead {
     Push(Vec<SseEvent>, Option<ApiError>),
 }
 
-/// `ev` with the vendor events already read behind it (see [`READ_AHEAD`]).
-fn read_ahead(ev: SseEvent, events: &mut Watched) -> Ahead {
+/// `ev` with the vendor events already read behind it, or read after one
+/// turn of the runtime each with `turns` (see [`READ_AHEAD`]).
+async fn read_ahead(ev: SseEvent, events: &mut Watched, turns: bool) -> Ahead {
     let mut batch = vec![ev];
+    let mut yielded = false;
     while batch.len() < READ_AHEAD {
         match events.ready("the stream broke") {
+            None if turns && !yielded => {
+                yielded = true;
+                tokio::task::yield_now().await;
+            }
             None => break,
-            Some(Ok(Some(ev))) => batch.push(ev),
+            Some(Ok(Some(ev))) => {
+                yielded = false;
+                batch.push(ev);
+            }
             Some(Ok(None)) => return Ahead::Ended(batch),
             Some(Err(e)) => return Ahead::Push(batch, Some(e)),
         }
@@ -481,7 +500,7 @@ async fn pump(
                 }
                 continue;
             }
-            let (batch, broke) = match read_ahead(ev, &mut events) {
+            let (batch, broke) = match read_ahead(ev, &mut events, splice.is_some()).await {
                 Ahead::Ended(batch) => {
                     rest = batch;
                     break None;
@@ -754,7 +773,7 @@ mod tests {
                 vec![Ok(event("u")), Ok(event("[DONE]"))],
                 Box::pin(stream::empty()),
             );
-            match read_ahead(sse_event("f"), &mut w) {
+            match read_ahead(sse_event("f"), &mut w, false).await {
                 Ahead::Ended(rest) => assert_eq!(datas(&rest), ["f", "u", "[DONE]"]),
                 Ahead::Push(..) => panic!("the end came with them"),
             }
@@ -765,9 +784,43 @@ mod tests {
     fn events_read_before_a_wait_are_pushed_without_waiting() {
         runtime().block_on(async {
             let mut w = watched(vec![Ok(event("a"))], Box::pin(stream::pending()));
-            match read_ahead(sse_event("f"), &mut w) {
+            match read_ahead(sse_event("f"), &mut w, false).await {
                 Ahead::Push(batch, None) => assert_eq!(datas(&batch), ["f", "a"]),
                 _ => panic!("more is to come"),
+            }
+        });
+    }
+
+    /// A vendor stream whose next event needs one more turn (the
+    /// connection's task has it but has not handed it over), then ends.
+    fn one_event_after_a_turn() -> VendorEvents {
+        let mut polls = 0;
+        Box::pin(stream::poll_fn(move |cx| {
+            polls += 1;
+            match polls {
+                1 => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                2 => Poll::Ready(Some(Ok(event("[DONE]")))),
+                _ => Poll::Ready(None),
+            }
+        }))
+    }
+
+    #[test]
+    fn a_turn_lets_the_rest_of_a_spliced_stream_come_to_finish() {
+        runtime().block_on(async {
+            let mut w = watched(Vec::new(), one_event_after_a_turn());
+            match read_ahead(sse_event("f"), &mut w, true).await {
+                Ahead::Ended(rest) => assert_eq!(datas(&rest), ["f", "[DONE]"]),
+                Ahead::Push(..) => panic!("the turn brought the rest and the end"),
+            }
+            // Without the turn the event goes on alone.
+            let mut w = watched(Vec::new(), one_event_after_a_turn());
+            match read_ahead(sse_event("f"), &mut w, false).await {
+                Ahead::Push(batch, None) => assert_eq!(datas(&batch), ["f"]),
+                _ => panic!("nothing was read yet"),
             }
         });
     }
@@ -777,7 +830,7 @@ mod tests {
         runtime().block_on(async {
             let broken = Err(sse::SseError::TooLarge(1));
             let mut w = watched(vec![Ok(event("a")), broken], Box::pin(stream::empty()));
-            match read_ahead(sse_event("f"), &mut w) {
+            match read_ahead(sse_event("f"), &mut w, false).await {
                 Ahead::Push(batch, Some(ApiError::UpstreamUnreachable(why))) => {
                     assert_eq!(datas(&batch), ["f", "a"]);
                     assert!(why.starts_with("the stream broke"), "{why}");
@@ -794,7 +847,7 @@ mod tests {
                 .map(|i| Ok(event(&i.to_string())))
                 .collect();
             let mut w = watched(many, Box::pin(stream::empty()));
-            match read_ahead(sse_event("f"), &mut w) {
+            match read_ahead(sse_event("f"), &mut w, false).await {
                 Ahead::Push(batch, None) => assert_eq!(batch.len(), READ_AHEAD),
                 _ => panic!("bounded"),
             }
