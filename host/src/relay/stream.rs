@@ -681,9 +681,18 @@ mod tests {
         assert_eq!(&encode(&lines)[..], b"data: a\ndata: b\ndata: c\n\n");
     }
 
+    fn event(data: &str) -> sse::Event {
+        sse::Event {
+            event: None,
+            data: data.into(),
+        }
+    }
+
     /// A vendor stream that is quiet at its first poll (asking to be polled
-    /// again), then sends one event, then nothing more.
-    fn one_event_after_a_pause() -> VendorEvents {
+    /// again: the connection's task has the event but has not handed it
+    /// over), then sends one event with `data`, then ends when `ends`, else
+    /// says nothing more.
+    fn one_event_after_a_pause(data: &'static str, ends: bool) -> VendorEvents {
         let mut polls = 0;
         Box::pin(stream::poll_fn(move |cx| {
             polls += 1;
@@ -692,10 +701,8 @@ mod tests {
                     cx.waker().wake_by_ref();
                     Poll::Pending
                 }
-                2 => Poll::Ready(Some(Ok(sse::Event {
-                    event: None,
-                    data: "{}".into(),
-                }))),
+                2 => Poll::Ready(Some(Ok(event(data)))),
+                _ if ends => Poll::Ready(None),
                 _ => Poll::Pending,
             }
         }))
@@ -723,7 +730,7 @@ mod tests {
     fn a_timer_due_from_an_earlier_wait_is_set_again_from_this_one() {
         runtime().block_on(async {
             let idle = Duration::from_secs(3600);
-            let mut watched = Watched::new(one_event_after_a_pause(), idle);
+            let mut watched = Watched::new(one_event_after_a_pause("{}", false), idle);
             // The deadline of an earlier wait is long gone (a slow client
             // took the time since): the timer fires at once, but this wait
             // has just begun, so it is set again and the event comes.
@@ -739,13 +746,6 @@ mod tests {
             );
             assert!(deadline <= tokio::time::Instant::now() + idle);
         });
-    }
-
-    fn event(data: &str) -> sse::Event {
-        sse::Event {
-            event: None,
-            data: data.into(),
-        }
     }
 
     fn datas(events: &[SseEvent]) -> Vec<&str> {
@@ -791,33 +791,16 @@ mod tests {
         });
     }
 
-    /// A vendor stream whose next event needs one more turn (the
-    /// connection's task has it but has not handed it over), then ends.
-    fn one_event_after_a_turn() -> VendorEvents {
-        let mut polls = 0;
-        Box::pin(stream::poll_fn(move |cx| {
-            polls += 1;
-            match polls {
-                1 => {
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-                2 => Poll::Ready(Some(Ok(event("[DONE]")))),
-                _ => Poll::Ready(None),
-            }
-        }))
-    }
-
     #[test]
     fn a_turn_lets_the_rest_of_a_spliced_stream_come_to_finish() {
         runtime().block_on(async {
-            let mut w = watched(Vec::new(), one_event_after_a_turn());
+            let mut w = watched(Vec::new(), one_event_after_a_pause("[DONE]", true));
             match read_ahead(sse_event("f"), &mut w, true).await {
                 Ahead::Ended(rest) => assert_eq!(datas(&rest), ["f", "[DONE]"]),
                 Ahead::Push(..) => panic!("the turn brought the rest and the end"),
             }
             // Without the turn the event goes on alone.
-            let mut w = watched(Vec::new(), one_event_after_a_turn());
+            let mut w = watched(Vec::new(), one_event_after_a_pause("[DONE]", true));
             match read_ahead(sse_event("f"), &mut w, false).await {
                 Ahead::Push(batch, None) => assert_eq!(datas(&batch), ["f"]),
                 _ => panic!("nothing was read yet"),
