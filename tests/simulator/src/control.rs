@@ -103,6 +103,7 @@ impl FaultSpec {
             "cut" => Ok(Fault::Cut),
             "truncate" => Ok(Fault::Truncate),
             "error_event" => Ok(Fault::ErrorEvent),
+            "error_midway" => Ok(Fault::ErrorMidway),
             other => Err(format!("unknown fault {other:?}")),
         }
     }
@@ -150,6 +151,10 @@ mod tests {
         assert_eq!(spec(json!({"fault": "cut"})), Ok(Fault::Cut));
         assert_eq!(spec(json!({"fault": "truncate"})), Ok(Fault::Truncate));
         assert_eq!(spec(json!({"fault": "error_event"})), Ok(Fault::ErrorEvent));
+        assert_eq!(
+            spec(json!({"fault": "error_midway"})),
+            Ok(Fault::ErrorMidway)
+        );
         assert!(spec(json!({"fault": "status"})).is_err());
         assert!(spec(json!({"fault": "latency"})).is_err());
         assert!(spec(json!({"fault": "explode"})).is_err());

@@ -43,6 +43,11 @@ pub enum Fault {
     /// then an `error` event (`overloaded_error`), Gemini a chunk with
     /// `error`. Non-streamed answers are normal.
     ErrorEvent,
+    /// A 200 stream that reports an error after its text: every event up to
+    /// its finish marker, then, in place of the marker and the usage, the
+    /// protocol's error event ([`Fault::ErrorEvent`]'s), and the end of the
+    /// body. Non-streamed answers are normal.
+    ErrorMidway,
 }
 
 /// `[[sim:...]]` directives found in the last user message.
@@ -212,6 +217,9 @@ fn apply_item(item: &str, d: &mut Directives) {
         ("fragment", None) => d.framing.fragment = true,
         ("comments", None) => d.framing.comments = true,
         ("whole", None) => d.framing.whole = true,
+        // Chat streams only: not one of the fault items the other
+        // endpoints share.
+        ("error_midway", None) => d.fault = Some(Fault::ErrorMidway),
         _ => tracing::warn!(item, "ignoring unknown sim directive"),
     }
 }
@@ -351,6 +359,9 @@ mod tests {
         assert!(d.parallel && d.refuse);
         assert_eq!(d.finish.as_deref(), Some("pause_turn"));
         assert_eq!(d.fault, Some(Fault::Truncate));
+        let (_, d) = extract_directives("go [[sim:error_midway,whole]]");
+        assert_eq!(d.fault, Some(Fault::ErrorMidway));
+        assert!(d.framing.whole);
     }
 
     #[test]

@@ -78,8 +78,9 @@
 //!   `"429-quota"`), `quota`, `hang`, `latency` (with `ms`), `malformed`,
 //!   `cut`, `truncate`, `error_event` (a 200 stream that reports an error
 //!   instead of the answer: OpenAI a role chunk then `{"error": ...}`,
-//!   Anthropic `message_start` then `overloaded_error`); `count` defaults
-//!   to 1. `DELETE /_sim/faults` empties the queue.
+//!   Anthropic `message_start` then `overloaded_error`), `error_midway`
+//!   (below); `count` defaults to 1. `DELETE /_sim/faults` empties the
+//!   queue.
 //!
 //! Directives, anywhere in the last user message, removed from the text
 //! before the reply is computed; several may be combined, also as
@@ -101,6 +102,11 @@
 //! - `[[sim:truncate]]`: a stream that ends cleanly after the first event and
 //!   three more, without the protocol's finish marker; non-streamed answers
 //!   are normal.
+//! - `[[sim:error_midway]]`: a stream that reports an error after its text:
+//!   all of its deltas, then the protocol's error event (OpenAI `{"error":
+//!   ...}`, Anthropic `overloaded_error`, Gemini a chunk with `error`) in
+//!   place of its finish marker and usage, and the body's end; no usage is
+//!   recorded. Non-streamed answers are normal; chat only.
 //! - `[[sim:parallel]]`: one tool call per declared tool.
 //! - `[[sim:refuse]]`: a content refusal (OpenAI `content_filter`,
 //!   Anthropic `refusal`, Gemini `SAFETY`).

@@ -244,6 +244,91 @@ async fn truncated_streams_end_cleanly_without_their_finish_marker() {
     assert!(evs.iter().all(|(_, d)| !d.contains("finishReason")));
 }
 
+/// Every event before the finish marker, then the protocol's error event
+/// where the marker would be; the same words as the whole answer's.
+#[tokio::test]
+async fn streams_that_fail_midway_send_their_text_then_an_error_event() {
+    let sim = sim().await;
+    let chat = |prompt: &str| {
+        http()
+            .post(format!("{}/chat/completions", sim.base_url()))
+            .bearer_auth(KEY)
+            .json(&json!({"stream": true, "messages": [{"role": "user", "content": prompt}]}))
+            .send()
+    };
+    let whole = comparable(events(chat("x").await.unwrap()).await);
+    let evs = comparable(events(chat("x [[sim:error_midway]]").await.unwrap()).await);
+    // The finishing chunk and `[DONE]` (no usage asked for) are replaced.
+    assert_eq!(evs[..evs.len() - 1], whole[..whole.len() - 2]);
+    assert!(evs.last().unwrap().1.get("error").is_some());
+
+    let anth = |prompt: &str| {
+        messages(
+            &sim,
+            json!({"max_tokens": 50, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
+        )
+        .send()
+    };
+    let whole = comparable(events(anth("x").await.unwrap()).await);
+    let evs = comparable(events(anth("x [[sim:error_midway]]").await.unwrap()).await);
+    let marker = whole
+        .iter()
+        .position(|(n, _)| n.as_deref() == Some("message_delta"))
+        .unwrap();
+    assert_eq!(evs[..evs.len() - 1], whole[..marker]);
+    assert_eq!(evs.last().unwrap().0.as_deref(), Some("error"));
+
+    let gem = |prompt: &str| {
+        gemini(
+            &sim,
+            "streamGenerateContent?alt=sse",
+            json!({"contents": [{"parts": [{"text": prompt}]}]}),
+        )
+        .send()
+    };
+    let whole = comparable(events(gem("x").await.unwrap()).await);
+    let evs = comparable(events(gem("x [[sim:error_midway,whole]]").await.unwrap()).await);
+    let marker = whole
+        .iter()
+        .position(|(_, d)| {
+            d.get("candidates")
+                .is_some_and(|c| c[0].get("finishReason").is_some())
+        })
+        .unwrap();
+    assert_eq!(evs[..evs.len() - 1], whole[..marker]);
+    assert!(evs.last().unwrap().1.get("error").is_some());
+    // Nothing was reported, so nothing is recorded.
+    let failed: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| String::from_utf8_lossy(&r.body).contains("error_midway"))
+        .collect();
+    assert_eq!(failed.len(), 3);
+    assert!(failed.iter().all(|r| r.usage.is_none()));
+}
+
+/// Events as JSON without what differs between two answers to the same
+/// words: their ids, creation times and Anthropic's opening usage (`[DONE]`
+/// as a JSON string).
+fn comparable(evs: Vec<(Option<String>, String)>) -> Vec<(Option<String>, Value)> {
+    evs.into_iter()
+        .map(|(name, data)| {
+            let mut v = serde_json::from_str(&data).unwrap_or(Value::String(data));
+            if let Some(o) = v.as_object_mut() {
+                for key in ["id", "created", "responseId"] {
+                    o.remove(key);
+                }
+                // Anthropic's opening usage counts the prompt, directive and all.
+                if let Some(m) = o.get_mut("message").and_then(Value::as_object_mut) {
+                    m.remove("id");
+                    m.remove("usage");
+                }
+            }
+            (name, v)
+        })
+        .collect()
+}
+
 /// The parsed JSON of each `data:` payload (all of them must be JSON).
 fn json_events(evs: &[(Option<String>, String)]) -> Vec<Value> {
     evs.iter()

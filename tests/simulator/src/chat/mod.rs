@@ -105,6 +105,11 @@
 //!   `finish_reason` chunk, no usage chunk, no `[DONE]`; Anthropic: no
 //!   `message_delta` / `message_stop`; Gemini: no chunk with `finishReason`).
 //!   A non-streamed answer is normal.
+//! - **Errors after the text.** `[[sim:error_midway]]` (or the queued fault
+//!   `error_midway`): a stream sends every event before its finish marker,
+//!   then its protocol's error event (as the `error_event` fault's) where
+//!   the marker and the usage would be, and ends. A non-streamed answer is
+//!   normal.
 //! - **Recorded usage.** The usage an answer reported, in the protocol's own
 //!   shape (OpenAI `usage`; Anthropic the final `usage` with all four
 //!   fields; Gemini `usageMetadata`), is recorded with the request; none for
@@ -216,6 +221,7 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
     }
     let cut = fault == Some(Fault::Cut);
     let truncate = fault == Some(Fault::Truncate) && req.stream;
+    let midway = fault == Some(Fault::ErrorMidway) && req.stream;
 
     let plan = plan::plan(&req);
     let n = state.next_chat_id();
@@ -224,7 +230,7 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
         Wire::Anthropic => anthropic::render(&req, &plan, n),
         Wire::Gemini { .. } => gemini::render(&req, &plan, n),
     };
-    if cut || truncate {
+    if cut || truncate || midway {
         // The usage never reaches the client.
         usage = None;
     }
@@ -244,6 +250,9 @@ pub(crate) async fn respond(state: &SimState, req: ChatRequest, wire: Wire) -> R
             } else if cut {
                 // Never the last event, however short the stream.
                 events.truncate(CUT_AFTER.min(events.len().saturating_sub(1)));
+            } else if midway {
+                events.truncate(finish_at);
+                events.push(failure(wire));
             }
             if wire == (Wire::Gemini { sse: false }) {
                 Rendered::Plain(Value::Array(
@@ -353,35 +362,39 @@ fn without_usage(rendered: Rendered) -> Rendered {
 /// A 200 stream that reports an error instead of the answer (see
 /// [`Fault::ErrorEvent`]).
 fn error_event(state: &SimState, framing: Framing, wire: Wire) -> Response {
-    let events = match wire {
-        Wire::OpenAi => vec![
-            Out::data(
-                r#"{"id":"chatcmpl-error","object":"chat.completion.chunk","created":0,"model":"sim","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
-            ),
-            Out::data(
-                r#"{"error":{"message":"The server is overloaded","type":"server_error","param":null,"code":null}}"#,
-            ),
-        ],
-        Wire::Anthropic => vec![
-            Out::named(
-                "message_start",
-                r#"{"type":"message_start","message":{"id":"msg_error","type":"message","role":"assistant","model":"sim","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}"#,
-            ),
-            Out::named(
-                "error",
-                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-            ),
-        ],
-        Wire::Gemini { .. } => vec![Out::data(
-            r#"{"error":{"code":503,"message":"The model is overloaded","status":"UNAVAILABLE"}}"#,
-        )],
+    let opening = match wire {
+        Wire::OpenAi => Some(Out::data(
+            r#"{"id":"chatcmpl-error","object":"chat.completion.chunk","created":0,"model":"sim","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        )),
+        Wire::Anthropic => Some(Out::named(
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"msg_error","type":"message","role":"assistant","model":"sim","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}"#,
+        )),
+        Wire::Gemini { .. } => None,
     };
+    let events: Vec<Out> = opening.into_iter().chain([failure(wire)]).collect();
     event_stream(sse::paced(
         sse::frame_events(&events, framing),
         None,
         false,
         state.shutdown.clone(),
     ))
+}
+
+/// The event with which a stream of `wire` reports a failure.
+fn failure(wire: Wire) -> Out {
+    match wire {
+        Wire::OpenAi => Out::data(
+            r#"{"error":{"message":"The server is overloaded","type":"server_error","param":null,"code":null}}"#,
+        ),
+        Wire::Anthropic => Out::named(
+            "error",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        Wire::Gemini { .. } => Out::data(
+            r#"{"error":{"code":503,"message":"The model is overloaded","status":"UNAVAILABLE"}}"#,
+        ),
+    }
 }
 
 /// A 200 whose body breaks mid-JSON, in the protocol's own framing: OpenAI
