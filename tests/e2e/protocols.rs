@@ -348,6 +348,83 @@ async fn a_vendors_retry_after_reaches_every_client() {
     env.stop().await;
 }
 
+/// A vendor that reports an error after the text (`[[sim:error_midway]]`):
+/// every client gets the text, then its protocol's error event with the
+/// vendor's message instead of the closing events (one error event: an
+/// OpenAI vendor's own is not relayed as well), and is billed for what was
+/// relayed. The same whether the vendor's error event came alone or, with
+/// the whole stream in one write (`whole`), with the stream's end, so that
+/// it reached the translator in `finish` as its `rest` and failed there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_fails_after_its_text_ends_with_the_vendors_error_and_bills_what_was_relayed()
+{
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let vendors = [
+        ("gpt-4o-mini", "The server is overloaded"),
+        ("claude-sonnet-4-5", "Overloaded"),
+        ("gemini-2.5-flash", "The model is overloaded"),
+    ];
+    for (model, said) in vendors {
+        let reported = format!("the upstream reported an error mid-answer: {said}");
+        for client in CLIENTS {
+            let mut first = None;
+            for how in ["error_midway", "error_midway,whole"] {
+                let ask = Ask::new(model, &format!("tell me a story [[sim:{how}]]")).streamed(true);
+                let a = client.ask(&env.http, &env.url(""), &key, &ask).await;
+                let case = format!("{client:?} → {model}, {how}");
+                assert_eq!(a.status, 200, "{case}");
+                let error = a
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| panic!("{case}: no error event: {:?}", a.events));
+                assert!(
+                    error.to_string().contains(&reported),
+                    "{case}: the vendor's message: {error}"
+                );
+                let errors = a
+                    .events
+                    .iter()
+                    .filter(|(n, d)| {
+                        let v: Value = serde_json::from_str(d).unwrap_or_default();
+                        n.as_deref() == Some("error")
+                            || v["error"].is_object()
+                            || matches!(v["type"].as_str(), Some("error" | "response.failed"))
+                    })
+                    .count();
+                assert_eq!(errors, 1, "{case}: one error event: {:?}", a.events);
+                assert!(
+                    !a.events.iter().any(|(n, d)| d == "[DONE]"
+                        || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
+                        || d.contains("finishReason")),
+                    "{case}: no completion marker: {:?}",
+                    a.events
+                );
+                assert!(
+                    a.text.starts_with("Simulated reply to: tell me a story"),
+                    "{case}: the text went out first: {:?}",
+                    a.text
+                );
+                let row = crate::billing::usage_row(&env, &a.request_id).await;
+                assert_eq!(row["status"], 502, "{case}: {row}");
+                assert_eq!(row["error"], reported.as_str(), "{case}: {row}");
+                // No usage came: the gateway counted what went out.
+                assert_eq!(row["counted_by_gateway"], true, "{case}: {row}");
+                assert!(row["output_tokens"].as_u64().unwrap() > 0, "{case}: {row}");
+                let relayed = (a.text.clone(), a.events.len(), row["output_tokens"].clone());
+                match &first {
+                    None => first = Some(relayed),
+                    Some(first) => assert_eq!(&relayed, first, "{case}"),
+                }
+            }
+        }
+    }
+    let (balance, sum) = env.balance(&account).await;
+    assert_eq!(balance, sum);
+    env.stop().await;
+}
+
 /// Also with the vendor's whole stream in one write (`[[sim:whole]]`), so
 /// that its last events come with its end and reach the translator in one
 /// `finish` (as its `rest`): the client gets the same text before the

@@ -171,6 +171,8 @@ impl Ask {
 #[derive(Debug, Clone, Default)]
 pub struct Answer {
     pub status: u16,
+    /// The answer's text (a stream's as it went out, deltas included, when
+    /// it never finished).
     pub text: String,
     pub thinking: String,
     pub signature: Option<String>,
@@ -428,9 +430,14 @@ impl Client {
                 }
             }
             Client::Responses => {
+                // The text deltas, for a stream that never completes.
+                let mut streamed = String::new();
                 for (_, d) in events {
                     let v = json(d);
                     match v["type"].as_str().unwrap_or("") {
+                        "response.output_text.delta" => {
+                            streamed.push_str(v["delta"].as_str().unwrap_or(""));
+                        }
                         "response.completed" | "response.incomplete" => {
                             let r = &v["response"];
                             for item in r["output"].as_array().into_iter().flatten() {
@@ -442,6 +449,9 @@ impl Client {
                         _ if v.get("error").is_some() => a.error = Some(v),
                         _ => {}
                     }
+                }
+                if a.finish.is_none() {
+                    a.text = streamed;
                 }
             }
             Client::Messages => {

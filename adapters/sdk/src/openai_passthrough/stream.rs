@@ -4,9 +4,8 @@ use serde_json::Value;
 use super::members::{choices, Members};
 use super::{client_wants_usage, raw, read_usage};
 use crate::canonical::Usage;
-use crate::errors::MAX_VENDOR_MESSAGE_CHARS;
-use crate::json::{parse_stream_chunk, to_bytes, to_text};
-use crate::redact::clean_message;
+use crate::errors::in_answer_failure_from;
+use crate::json::{parse_stream_chunk, to_bytes};
 use crate::TranslateError;
 
 /// How the stream ends: the last data payloads (the final `[DONE]` included)
@@ -89,10 +88,14 @@ impl StreamRelay {
                 Ok(_) => TranslateError::upstream("stream chunk is not a JSON object"),
             });
         };
-        if chunk.contains("error") && !chunk.contains("choices") {
-            let mut out = release(&mut self.held, None);
-            out.push(to_text(&sanitised_error(parse_stream_chunk(data)?)));
-            return Ok(out);
+        if chunk.get("error").is_some_and(|e| e.get() != "null") && !chunk.contains("choices") {
+            // The vendor failed mid-answer: the stream ends with its
+            // failure, as in every other translation. The host sends the
+            // client its protocol's error event (the gateway's envelope,
+            // with the request id) and records the vendor's message; a
+            // chunk held for the usage goes no further.
+            let chunk = parse_stream_chunk(data)?;
+            return Err(TranslateError::Vendor(in_answer_failure_from(&chunk)));
         }
         let report = chunk
             .get("usage")
@@ -165,20 +168,6 @@ fn release(held: &mut Option<String>, usage: Option<&RawValue>) -> Vec<String> {
 /// not happen in practice).
 fn raw_or_null(value: &Value) -> Box<RawValue> {
     raw(value).unwrap_or_else(|| RawValue::NULL.to_owned())
-}
-
-/// Vendors may report a failure inside the stream; the client gets it, minus
-/// anything credential-like in the message.
-fn sanitised_error(mut chunk: Value) -> Value {
-    let message = match chunk.get_mut("error") {
-        Some(Value::Object(error)) => error.get_mut("message"),
-        Some(error @ Value::String(_)) => Some(error),
-        _ => None,
-    };
-    if let Some(Value::String(text)) = message {
-        *text = clean_message(text, MAX_VENDOR_MESSAGE_CHARS);
-    }
-    chunk
 }
 
 #[cfg(test)]
@@ -399,13 +388,26 @@ mod tests {
     }
 
     #[test]
-    fn in_stream_errors_pass_through_redacted() {
+    fn an_in_stream_error_is_the_vendors_failure_redacted() {
         let mut relay = StreamRelay::new("client", "");
+        assert!(relay.push(&content("hi")).is_ok());
         let error = json!({"error": {"message": "key sk-abcdef123456 revoked", "type": "x"}});
-        let out = run(&mut relay, &[finishing(), error.to_string()]);
-        assert_eq!(out.len(), 2);
-        let sent: Value = serde_json::from_str(&out[1]).unwrap();
-        assert_eq!(sent["error"]["message"], "key [redacted] revoked");
-        assert!(sent.get("model").is_none());
+        let Err(TranslateError::Vendor(failure)) = relay.push(&error.to_string()) else {
+            panic!("an error chunk fails the stream");
+        };
+        assert_eq!((failure.status, failure.code), (502, "upstream_error"));
+        assert_eq!(
+            failure.message,
+            "the upstream reported an error mid-answer: key [redacted] revoked"
+        );
+        // A rate limit stays one.
+        let limited = json!({"error": {"message": "slow down", "type": "rate_limit_exceeded"}});
+        let Err(TranslateError::Vendor(failure)) = relay.push(&limited.to_string()) else {
+            panic!("an error chunk fails the stream");
+        };
+        assert_eq!(failure.status, 429);
+        // `"error": null` is no error.
+        let chunk = json!({"model": "up", "error": null});
+        assert!(relay.push(&chunk.to_string()).is_ok());
     }
 }
