@@ -8,7 +8,9 @@ reported, at the model's prices in tests/demo/gateway.toml.
 - ``anthropic``: messages plain and ``messages.stream()``, with a tool call,
   through the root URL;
 - ``google-genai``: ``generate_content`` and ``generate_content_stream``
-  with ``api_version="v1beta"``, through the root URL.
+  with ``api_version="v1beta"``, through the root URL;
+- a stream the vendor fails after its text: each SDK yields the text, then
+  raises its own error with the vendor's message.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import tomllib
 
 import anthropic
 import httpx
+import openai
 import pytest
 from google import genai
+from google.genai import errors as gerrors
 from google.genai import types as gtypes
 
 from conftest import TEMPLATE
@@ -73,6 +77,18 @@ def _cost(model: str, usage: tuple[int, int, int, int]) -> int:
     return part(inp - read - write, pi) + part(read, pr) + part(write, pw) + part(out, po)
 
 
+def last_row(gateway) -> dict:
+    """The account's newest usage row: the last call's."""
+    rows = httpx.get(
+        f"{gateway.admin_url}/admin/v1/usage",
+        params={"account": gateway.account_id, "limit": 1},
+        headers={"Authorization": f"Bearer {gateway.admin_key}"},
+        timeout=10,
+    ).json()["data"]
+    assert rows, "no usage row"
+    return rows[0]
+
+
 def check_charge(gateway, model: str) -> None:
     """The newest usage row of the account is the last call: its cost must be
     the vendor's reported usage at the model's prices."""
@@ -80,14 +96,9 @@ def check_charge(gateway, model: str) -> None:
     reported = sim[-1]["usage"]
     assert reported, f"the simulator reported no usage: {sim[-1]}"
     expected = _cost(model, _canonical(MODELS[model], reported))
-    rows = httpx.get(
-        f"{gateway.admin_url}/admin/v1/usage",
-        params={"account": gateway.account_id, "limit": 1},
-        headers={"Authorization": f"Bearer {gateway.admin_key}"},
-        timeout=10,
-    ).json()["data"]
-    assert rows and rows[0]["model"] == model, rows
-    assert rows[0]["cost"] == expected, (rows[0], reported)
+    row = last_row(gateway)
+    assert row["model"] == model, row
+    assert row["cost"] == expected, (row, reported)
     assert expected > 0
 
 
@@ -273,3 +284,48 @@ def test_google_genai_lists_the_text_models(genai_client):
     names = [m.name for m in genai_client.models.list()]
     for model in MODELS:
         assert f"models/{model}" in names
+
+
+# What each vendor's stream says when it fails (the simulator's `error_midway`).
+VENDOR_FAILURE = {
+    "openai": "The server is overloaded",
+    "anthropic": "Overloaded",
+    "gemini": "The model is overloaded",
+}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_stream_failing_after_its_text_raises_each_sdks_error(
+        client, anthropic_client, genai_client, gateway, model):
+    prompt = f"{QUESTION} [[sim:error_midway]]"
+    reported = f"the upstream reported an error mid-answer: {VENDOR_FAILURE[MODELS[model]]}"
+    opening = f"Simulated reply to: {QUESTION}."
+
+    def check(text: list[str], error: Exception) -> None:
+        assert "".join(text).startswith(opening)
+        assert reported in str(error), error
+        row = last_row(gateway)
+        assert (row["model"], row["status"], row["error"]) == (model, 502, reported), row
+        # Billed for the text that went out, counted by the gateway.
+        assert row["counted_by_gateway"] and row["output_tokens"] > 0 and row["cost"] > 0, row
+
+    text: list[str] = []
+    with pytest.raises(openai.APIError) as e:
+        for c in client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": prompt}], stream=True):
+            text.extend(ch.delta.content or "" for ch in c.choices)
+    check(text, e.value)
+
+    text = []
+    with pytest.raises(anthropic.APIStatusError) as e:
+        with anthropic_client.messages.stream(
+                model=model, max_tokens=512, messages=[{"role": "user", "content": prompt}],
+        ) as stream:
+            text.extend(stream.text_stream)
+    check(text, e.value)
+
+    text = []
+    with pytest.raises(gerrors.ServerError) as e:
+        for c in genai_client.models.generate_content_stream(model=model, contents=prompt):
+            text.append(c.text or "")
+    check(text, e.value)
