@@ -348,6 +348,16 @@ async fn a_vendors_retry_after_reaches_every_client() {
     env.stop().await;
 }
 
+/// Whether a client stream shows an answer's completion: `[DONE]`,
+/// `message_stop`, `response.completed` or a Gemini `finishReason`.
+fn shows_completion(events: &[(Option<String>, String)]) -> bool {
+    events.iter().any(|(n, d)| {
+        d == "[DONE]"
+            || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
+            || d.contains("finishReason")
+    })
+}
+
 /// A vendor that reports an error after the text (`[[sim:error_midway]]`):
 /// every client gets the text, then its protocol's error event with the
 /// vendor's message instead of the closing events (one error event: an
@@ -395,9 +405,7 @@ async fn a_stream_that_fails_after_its_text_ends_with_the_vendors_error_and_bill
                     .count();
                 assert_eq!(errors, 1, "{case}: one error event: {:?}", a.events);
                 assert!(
-                    !a.events.iter().any(|(n, d)| d == "[DONE]"
-                        || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
-                        || d.contains("finishReason")),
+                    !shows_completion(&a.events),
                     "{case}: no completion marker: {:?}",
                     a.events
                 );
@@ -447,9 +455,7 @@ async fn a_stream_that_stops_without_its_finish_marker_never_looks_complete() {
                     a.events
                 );
                 assert!(
-                    !a.events.iter().any(|(n, d)| d == "[DONE]"
-                        || matches!(n.as_deref(), Some("message_stop" | "response.completed"))
-                        || d.contains("finishReason")),
+                    !shows_completion(&a.events),
                     "{client:?} → {model}: no completion marker: {:?}",
                     a.events
                 );

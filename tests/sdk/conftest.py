@@ -76,6 +76,17 @@ class Stack:
             http_client=httpx.Client(trust_env=False, timeout=20.0),
         )
 
+    def last_row(self) -> dict:
+        """The account's newest usage row: the last call's."""
+        rows = httpx.get(
+            f"{self.admin_url}/admin/v1/usage",
+            params={"account": self.account_id, "limit": 1},
+            headers={"Authorization": f"Bearer {self.admin_key}"},
+            timeout=10,
+        ).json()["data"]
+        assert rows, "a usage row for the call"
+        return rows[0]
+
 
 def _check_prerequisites() -> None:
     missing = [str(BIN / b) for b in ("gateway", "upstream-sim") if not (BIN / b).is_file()]

@@ -19,17 +19,6 @@ from google.genai import types as gtypes
 from openai import OpenAI
 
 
-def last_row(gateway) -> dict:
-    rows = httpx.get(
-        f"{gateway.admin_url}/admin/v1/usage",
-        params={"account": gateway.account_id, "limit": 1},
-        headers={"Authorization": f"Bearer {gateway.admin_key}"},
-        timeout=10,
-    ).json()["data"]
-    assert rows, "a usage row for the call"
-    return rows[0]
-
-
 def last_sim_request(gateway) -> dict:
     return httpx.get(f"{gateway.sim_url}/_sim/requests", timeout=10).json()[-1]
 
@@ -52,7 +41,7 @@ def test_embeddings_float_and_base64_agree_and_are_billed_by_tokens(client: Open
     assert len(default.data[0].embedding) == 16
     assert default.data[0].embedding == pytest.approx(floats.data[0].embedding, rel=1e-6)
     assert floats.usage.prompt_tokens == 3
-    row = last_row(gateway)
+    row = gateway.last_row()
     assert row["model"] == "text-embedding-3-small"
     assert row["cost"] == math.ceil(3 * 70_000 / 1_000_000)
 
@@ -62,12 +51,12 @@ def test_images_come_back_as_real_pngs_and_cost_their_price(client: OpenAI, gate
                                quality="hd", response_format="b64_json")
     assert len(r.data) == 2
     assert base64.b64decode(r.data[0].b64_json)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert last_row(gateway)["cost"] == 2 * 300_000
+    assert gateway.last_row()["cost"] == 2 * 300_000
     u = client.images.generate(model="gpt-image-1", prompt="an otter", response_format="url")
     assert u.data[0].url.endswith(".png")
     png = httpx.get(u.data[0].url, timeout=10).content
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert last_row(gateway)["cost"] == 150_000
+    assert gateway.last_row()["cost"] == 150_000
 
 
 @pytest.mark.parametrize("fmt,magic", [("wav", b"RIFF"), ("mp3", None), ("flac", b"fLaC"), ("opus", b"OggS")])
@@ -78,7 +67,7 @@ def test_speech_is_audio_of_the_requested_format(client: OpenAI, gateway, fmt, m
     assert len(data) > 100
     if magic:
         assert data[:len(magic)] == magic
-    assert last_row(gateway)["cost"] == math.ceil(len(text) * 54_000_000 / 1_000_000)
+    assert gateway.last_row()["cost"] == math.ceil(len(text) * 54_000_000 / 1_000_000)
 
 
 def test_a_transcription_of_a_wav_file_is_billed_by_its_seconds(client: OpenAI, gateway):
@@ -86,7 +75,7 @@ def test_a_transcription_of_a_wav_file_is_billed_by_its_seconds(client: OpenAI, 
     t = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio, "audio/wav"))
     assert t.text == "Simulated transcription of 3.0 seconds of audio."
     assert json.loads(last_sim_request(gateway)["body"])["file"]["size"] == len(audio)
-    assert last_row(gateway)["cost"] == math.ceil(3_000 * 21_500 / 60_000)
+    assert gateway.last_row()["cost"] == math.ceil(3_000 * 21_500 / 60_000)
     srt = client.audio.transcriptions.create(model="whisper-1", file=("speech.wav", audio, "audio/wav"),
                                              response_format="srt")
     assert "-->" in srt
@@ -99,7 +88,7 @@ def test_moderations_flag_and_are_free(client: OpenAI, gateway):
     r = client.moderations.create(input=["I love you", "violence"])
     assert [x.flagged for x in r.results] == [False, True]
     assert r.results[1].categories.violence is True
-    assert last_row(gateway)["cost"] == 0
+    assert gateway.last_row()["cost"] == 0
 
 
 def test_rerank_over_raw_http(gateway):
@@ -115,7 +104,7 @@ def test_rerank_over_raw_http(gateway):
     assert [x["index"] for x in v["results"]][0] == 1
     assert v["results"][0]["document"]["text"] == "Paris is the capital of France"
     tokens = v["usage"]["total_tokens"]
-    assert last_row(gateway)["cost"] == 7_200 + math.ceil(tokens * 50_000 / 1_000_000)
+    assert gateway.last_row()["cost"] == 7_200 + math.ceil(tokens * 50_000 / 1_000_000)
 
 
 def test_google_genai_embed_content(gateway):
@@ -128,4 +117,4 @@ def test_google_genai_embed_content(gateway):
                                config=gtypes.EmbedContentConfig(output_dimensionality=8))
     assert [len(e.values) for e in r.embeddings] == [8, 8]
     # Gemini reports no usage: the adapter counts a token per 4 characters (4 + 1).
-    assert last_row(gateway)["cost"] == math.ceil(5 * 540_000 / 1_000_000)
+    assert gateway.last_row()["cost"] == math.ceil(5 * 540_000 / 1_000_000)

@@ -77,18 +77,6 @@ def _cost(model: str, usage: tuple[int, int, int, int]) -> int:
     return part(inp - read - write, pi) + part(read, pr) + part(write, pw) + part(out, po)
 
 
-def last_row(gateway) -> dict:
-    """The account's newest usage row: the last call's."""
-    rows = httpx.get(
-        f"{gateway.admin_url}/admin/v1/usage",
-        params={"account": gateway.account_id, "limit": 1},
-        headers={"Authorization": f"Bearer {gateway.admin_key}"},
-        timeout=10,
-    ).json()["data"]
-    assert rows, "no usage row"
-    return rows[0]
-
-
 def check_charge(gateway, model: str) -> None:
     """The newest usage row of the account is the last call: its cost must be
     the vendor's reported usage at the model's prices."""
@@ -96,7 +84,7 @@ def check_charge(gateway, model: str) -> None:
     reported = sim[-1]["usage"]
     assert reported, f"the simulator reported no usage: {sim[-1]}"
     expected = _cost(model, _canonical(MODELS[model], reported))
-    row = last_row(gateway)
+    row = gateway.last_row()
     assert row["model"] == model, row
     assert row["cost"] == expected, (row, reported)
     assert expected > 0
@@ -304,7 +292,7 @@ def test_a_stream_failing_after_its_text_raises_each_sdks_error(
     def check(text: list[str], error: Exception) -> None:
         assert "".join(text).startswith(opening)
         assert reported in str(error), error
-        row = last_row(gateway)
+        row = gateway.last_row()
         assert (row["model"], row["status"], row["error"]) == (model, 502, reported), row
         # Billed for the text that went out, counted by the gateway.
         assert row["counted_by_gateway"] and row["output_tokens"] > 0 and row["cost"] > 0, row
