@@ -283,24 +283,27 @@ impl WalWriter {
             (Durability::Written, WalSync::Always) => Durability::Synced,
             (d, _) => d,
         };
-        match durability {
-            Durability::Buffered => {
-                if log.buf.len() >= BUFFER_BYTES {
-                    log.flush();
-                    self.shared.mark_dirty();
-                }
-                Ok(None)
-            }
-            Durability::Written => {
+        let sync_wait = match durability {
+            Durability::Buffered if log.buf.len() < BUFFER_BYTES => return Ok(None),
+            Durability::Buffered | Durability::Written => {
                 log.flush();
-                self.shared.mark_dirty();
-                Ok(None)
+                None
             }
             Durability::Synced => {
                 log.flush();
-                Ok(Some(SyncWait(log.segment.file.clone())))
+                Some(SyncWait(log.segment.file.clone()))
             }
+        };
+        // The fsync thread is woken once the lock is released: woken under
+        // it, its first step (taking the lock for the file) can find the
+        // lock still held, sleep on it and need waking again (two more
+        // futex calls for a lone write, such as a stream's settlement, as
+        // `strace` showed).
+        drop(log);
+        if sync_wait.is_none() {
+            self.shared.mark_dirty();
         }
+        Ok(sync_wait)
     }
 
     /// Waits until everything logged so far is in redb.
