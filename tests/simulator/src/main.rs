@@ -30,6 +30,10 @@ struct Args {
     /// and the browser test).
     #[arg(long, value_name = "ADDR")]
     smtp_listen: Option<SocketAddr>,
+    /// How many of the newest requests `GET /_sim/requests` shows (default
+    /// 10000); 0 keeps none, as a mock for benchmarks should.
+    #[arg(long, value_name = "N")]
+    keep_requests: Option<usize>,
 }
 
 impl Args {
@@ -60,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
         SimOptions {
             video: args.video_speed(),
             api_key: args.api_key,
+            keep_requests: args.keep_requests,
         },
     )
     .await?;

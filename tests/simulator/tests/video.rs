@@ -20,6 +20,7 @@ async fn sim_with(video: VideoSpeed) -> SimServer {
     start(SimOptions {
         api_key: Some(KEY.into()),
         video,
+        ..SimOptions::default()
     })
     .await
 }
