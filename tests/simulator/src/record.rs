@@ -81,12 +81,6 @@ pub struct Recorder {
     limit: usize,
 }
 
-impl Default for Recorder {
-    fn default() -> Self {
-        Self::new(MAX_RECORDED)
-    }
-}
-
 impl Recorder {
     /// A recorder keeping the newest `limit` requests (none with 0).
     pub fn new(limit: usize) -> Self {
@@ -106,7 +100,7 @@ impl Recorder {
         }
         let r = make();
         let mut list = lock(&self.list);
-        while list.len() >= self.limit {
+        if list.len() >= self.limit {
             list.pop_front();
         }
         list.push_back((seq, r));
@@ -221,7 +215,7 @@ mod tests {
 
     #[test]
     fn keeps_only_the_newest() {
-        let rec_list = Recorder::default();
+        let rec_list = Recorder::new(MAX_RECORDED);
         for i in 0..MAX_RECORDED + 5 {
             rec_list.push(|| rec(&format!("/{i}")));
         }
