@@ -91,6 +91,7 @@ use crate::plugins::session::{
     AdapterError, AdapterSession, AnswerMode, OutboundBody, OutboundRequest, StreamClose,
     TaskState, UpstreamTaskStatus, VideoRequest, VideoSession,
 };
+use crate::relay::alike::{self, Word};
 use crate::relay::splice::Splice;
 use axum::http::StatusCode;
 use serde_json::{json, Map, Value};
@@ -233,7 +234,7 @@ fn vendor_request_json(out: &OutboundRequest, case: &Value) -> Value {
     });
     match &out.answer {
         AnswerMode::Relay(_) => vendor_request["answer"] = json!("relay"),
-        AnswerMode::Splice { model } => vendor_request["answer"] = json!({ "splice": model }),
+        AnswerMode::Splice { model, .. } => vendor_request["answer"] = json!({ "splice": model }),
         AnswerMode::Translate => {}
     }
     vendor_request
@@ -313,12 +314,29 @@ async fn run_case(
         }
     };
     got.insert("vendor_request".into(), vendor_request_json(&out, case));
+    // A word that calls alike get the host's edit must hold for this one.
+    if matches!(
+        out.answer,
+        AnswerMode::Splice {
+            alike_requests: true,
+            ..
+        }
+    ) {
+        if let Word::Broken(why) =
+            alike::check(plugin.vendor_protocol, &ctx, client_body.as_bytes(), &out)
+        {
+            return Err(format!(
+                "the adapter says calls alike to this one get the request the host's edit \
+                 makes, but {why}"
+            ));
+        }
+    }
     // A relayed answer never reaches the adapter: its usage is known now.
     if let AnswerMode::Relay(u) = &out.answer {
         got.insert("usage".into(), usage_json(&Some(u.clone())));
     }
     let splice = match &out.answer {
-        AnswerMode::Splice { model } => {
+        AnswerMode::Splice { model, .. } => {
             Splice::asked(ctx.client_protocol, plugin.vendor_protocol, model)
         }
         _ => None,

@@ -252,6 +252,27 @@ fn the_adapter_kit_fails_an_adapter_whose_answer_is_not_the_hosts_splice() {
     assert!(out.contains(r#""lie":true"#), "{out}");
 }
 
+#[test]
+fn the_adapter_kit_fails_an_adapter_whose_request_is_not_the_hosts_edit() {
+    // The misbehaving guest says calls alike to this one get the host's
+    // edit of their body (as the SDK's driver does for an OpenAI chat
+    // passthrough) and sends another body.
+    for name in ["chat-plain-cached", "chat-stream"] {
+        let mut case = repo_fixture("openai", name);
+        case["upstream_model"] = json!("alike-lies");
+        let (code, out) = adapter_test(&component("test-guests", "misbehave"), &[("lies", &case)]);
+        assert_eq!(code, Some(1), "{name}: {out}");
+        assert!(out.contains("FAIL lies"), "{name}: {out}");
+        assert!(
+            out.contains(
+                "the adapter says calls alike to this one get the request the host's edit makes"
+            ),
+            "{name}: {out}"
+        );
+        assert!(out.contains(r#""lie":true"#), "{name}: {out}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_cli_prints_tables_by_default_and_says_what_long_operations_do() {
     let env = Env::start().await;

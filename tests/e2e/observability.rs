@@ -582,18 +582,20 @@ async fn a_finished_stream_gives_its_instance_back_for_the_next_call() {
     for (trace_id, stream) in &calls[1..] {
         let guests = guest_calls(trace_id);
         // A stream's first events are the host's (spliced), so the call's
-        // own trace shows the translator made, not a push; a plain call's
-        // answer is the host's too, so it shows the request's translation
-        // and no answer's.
-        let expected = if *stream {
-            "constructor"
+        // own trace shows the translator made, not a push, and the second
+        // stream, alike to the first, gets the host's request
+        // (`relay::alike`); the plain call, the first of its kind, shows
+        // the request's translation, and no answer's (the host's too).
+        let (expected, not) = if *stream {
+            ("constructor", "translate_request")
         } else {
-            "translate_request"
+            ("translate_request", "constructor")
         };
         assert!(
             guests.iter().any(|c| c == expected),
             "{expected} in {guests:?}"
         );
+        assert!(!guests.iter().any(|c| c == not), "{not} in {guests:?}");
         assert!(
             !guests.iter().any(|c| c == "translate_response"),
             "the host finishes a passthrough's ordinary answer: {guests:?}"
@@ -624,9 +626,10 @@ fn chunk_without_ids(data: &str) -> Value {
 /// A stream whose last events come with its end (`[[sim:whole]]`: the
 /// vendor's whole stream in one write, so every event is read with the end)
 /// is ended in one guest call, `finish` with the finishing chunk, the usage
-/// report and `[DONE]` as its `rest`: three calls in all with the request's
-/// translation and the translator's making, where a push for each of those
-/// events, `finish` and the translator's drop made seven. The client gets
+/// report and `[DONE]` as its `rest`: two calls in all with the translator's
+/// making (the request is the host's, the call being alike to the one
+/// before it), where a push for each of those events, `finish` and the
+/// translator's drop made six. The client gets
 /// the same events as from a stream read event by event, and the same bill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_whose_last_events_come_with_its_end_takes_one_guest_call_to_end() {
@@ -654,7 +657,7 @@ async fn a_stream_whose_last_events_come_with_its_end_takes_one_guest_call_to_en
     let after = scrape(&env).await;
     let (balance_whole, ledger) = env.balance(&account).await;
 
-    assert_eq!(calls(&after) - calls(&before), 3.0);
+    assert_eq!(calls(&after) - calls(&before), 2.0);
     assert_eq!(whole.last().map(String::as_str), Some("[DONE]"));
     assert_eq!(
         whole
@@ -676,5 +679,83 @@ async fn a_stream_whose_last_events_come_with_its_end_takes_one_guest_call_to_en
         balance_before - balance_paced
     );
     assert_eq!(balance_whole, ledger);
+    env.stop().await;
+}
+
+/// A call alike to one before it (the same `request-ctx` but for its
+/// request id) gets its vendor request from the host, on the adapter's word
+/// (`relay::alike`): a plain passthrough call then takes no guest call at
+/// all, and the vendor gets the very request the adapter made for the
+/// first. A stream alike to another gets the same request too, and the
+/// usage chunk exactly when its client asked for it (the state the host's
+/// edit gives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_alike_to_one_before_it_takes_no_guest_call_for_its_request() {
+    let env = Env::start().await;
+    let key = env.key().await;
+    let calls = |s: &Scrape| {
+        value(
+            s,
+            "gateway_guest_call_duration_seconds_count",
+            &[("plugin", "openai")],
+        )
+    };
+    let mut body = user("gpt-4o-mini", "hello [[sim:words=3]]");
+    body["temperature"] = json!(1e-4);
+    body["vendor_knob"] = json!({"x": [1, 2]});
+    // The adapter instantiated once, by a call of another model (not alike).
+    assert_eq!(
+        env.chat(&key, user("qwen-plus", "warm up")).await.status(),
+        200
+    );
+    let before = scrape(&env).await;
+    assert_eq!(env.chat(&key, body.clone()).await.status(), 200);
+    let first = scrape(&env).await;
+    assert_eq!(env.chat(&key, body.clone()).await.status(), 200);
+    let second = scrape(&env).await;
+    assert_eq!(
+        calls(&first) - calls(&before),
+        1.0,
+        "the request's translation"
+    );
+    assert_eq!(
+        calls(&second) - calls(&first),
+        0.0,
+        "none: the host's request and answer"
+    );
+
+    for asked in [true, false] {
+        let mut body = body.clone();
+        body["stream"] = json!(true);
+        if asked {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        for _ in 0..2 {
+            let events = sse_data(env.chat(&key, body.clone()).await).await;
+            assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+            let usage_chunk = events
+                .iter()
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .any(|c| c["usage"].is_object() && c["choices"] == json!([]));
+            assert_eq!(usage_chunk, asked, "{events:?}");
+        }
+    }
+
+    let bodies: Vec<Value> = env
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap())
+        .filter(|b| b["vendor_knob"].is_object())
+        .collect();
+    assert_eq!(bodies.len(), 6);
+    for pair in bodies.chunks(2) {
+        assert_eq!(pair[0], pair[1], "the host's request is the adapter's");
+    }
+    assert_eq!(bodies[0]["model"], json!("sim-chat"));
+    assert_eq!(bodies[0]["vendor_knob"], json!({"x": [1, 2]}));
+    assert_eq!(bodies[2]["stream_options"], json!({"include_usage": true}));
+    assert_eq!(bodies[4]["stream_options"], json!({"include_usage": true}));
     env.stop().await;
 }

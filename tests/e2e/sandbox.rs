@@ -15,7 +15,7 @@ name = "misbehaving"
 adapter = "misbehave"
 base_url = "{SIM_URL}"
 key = "env:E2E_SIM_KEY"
-models = ["loop", "oom", "trap", "garbage", "garbage-response", "loop-stream", "fine"]
+models = ["loop", "oom", "trap", "garbage", "garbage-response", "loop-stream", "alike-lies", "fine"]
 model_map = { "fine" = "sim-chat" }
 
 [[models]]
@@ -40,6 +40,10 @@ input_price = "1"
 output_price = "1"
 [[models]]
 name = "loop-stream"
+input_price = "1"
+output_price = "1"
+[[models]]
+name = "alike-lies"
 input_price = "1"
 output_price = "1"
 [[models]]
@@ -292,5 +296,31 @@ output_price = "1"
         .await;
     assert_eq!(messages.status, 200);
     assert!(messages.text.starts_with("Simulated reply to: hello."));
+    env.stop().await;
+}
+
+/// An adapter that says calls alike to one get the host's edit of their
+/// body as their vendor request, and sends another body, is caught on its
+/// first call and not taken at its word again: every request of its calls,
+/// the first and those alike to it, is the adapter's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_whose_word_on_alike_calls_is_wrong_translates_every_request() {
+    let env = Env::with(misbehaving()).await;
+    let key = env.key().await;
+    for _ in 0..3 {
+        assert_eq!(env.chat(&key, user("alike-lies", "hi")).await.status(), 200);
+    }
+    let bodies: Vec<String> = env
+        .sim
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).to_string())
+        .filter(|b| b.contains(r#""model":"alike-lies""#))
+        .collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    assert!(
+        bodies.iter().all(|b| b.contains(r#""lie":true"#)),
+        "a request the host built itself would not have the adapter's extra member: {bodies:?}"
+    );
     env.stop().await;
 }

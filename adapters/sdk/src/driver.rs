@@ -91,10 +91,14 @@ impl<V: Vendor> Guest for Driver<V> {
         headers.extend(V::headers(&ctx));
         // Where the stream relay only copies ordinary events with the
         // client's model set, and the answer's translation only sets it and
-        // reads the usage, the host does that itself.
+        // reads the usage, the host does that itself. The request there is
+        // the passthrough's edit of the body (`openai_passthrough`), with a
+        // path and headers that `Vendor` makes from the context alone: the
+        // same for every call alike, so the host may build those too.
         let answer = if translate::host_splices(V::info().protocol, &ctx) {
             AnswerMode::Splice(StreamSplice {
                 model: ctx.model.clone(),
+                alike_requests: true,
             })
         } else {
             AnswerMode::Translate

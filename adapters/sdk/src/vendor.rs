@@ -96,6 +96,11 @@ pub trait Vendor: 'static {
 
     /// Path and query of the vendor endpoint, appended by the host to the
     /// channel's base URL. `ctx.stream` says whether the call is streamed.
+    ///
+    /// A function of `ctx` alone, as [`Vendor::headers`] is: where the
+    /// client speaks the vendor's own OpenAI protocol the host reuses the
+    /// path and headers of one call for every call alike to it
+    /// (`stream-splice.alike-requests` in `wit/plugin.wit`).
     fn path(ctx: &RequestCtx) -> Result<String, TranslateError>;
 
     /// The dialect the vendor speaks for a call of one of the endpoint

@@ -7,6 +7,7 @@
 //!   with every guest answer checked before the host uses it.
 //! - [`patch`]: applying a policy's JSON edits.
 
+pub mod alike;
 pub mod bindings;
 pub mod patch;
 pub mod registry;

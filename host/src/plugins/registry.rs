@@ -77,6 +77,9 @@ pub struct AdapterPlugin {
     pub pre: Linked<VendorAdapterPre<GuestState>>,
     /// Idle instances kept between calls.
     pub warm: super::sandbox::Warm<super::bindings::adapter::VendorAdapter>,
+    /// The requests the host may build itself for calls alike to one the
+    /// adapter gave its word for (`plugins::alike`).
+    pub alike: super::alike::AlikeRequests,
 }
 
 pub struct VideoPlugin {
@@ -527,6 +530,7 @@ async fn load_one(
                 auth: d.auth,
                 pre: Linked::after_load(pre, cache_dir, path, &sha, VendorAdapterPre::new),
                 warm: super::sandbox::Warm::new(sandbox.warm_cap()),
+                alike: Default::default(),
             }))
         }
         PluginKind::Video => {

@@ -146,8 +146,10 @@ pub enum AnswerMode {
     Relay(Usage),
     /// Hand it to the adapter, except a stream's ordinary events, which
     /// the host relays itself with the model the client sees set in them
-    /// (`relay::splice`).
-    Splice { model: String },
+    /// (`relay::splice`). With `alike_requests`, the adapter's word that
+    /// calls alike to this one get the request the host's own edit makes
+    /// (`plugins::alike`).
+    Splice { model: String, alike_requests: bool },
 }
 
 /// A request the host can send, checked.
@@ -326,7 +328,10 @@ pub fn check_request(plugin: &str, r: UpstreamRequest) -> Result<OutboundRequest
         answer: match answer {
             WitAnswerMode::Translate => AnswerMode::Translate,
             WitAnswerMode::Relay(u) => AnswerMode::Relay(host_usage(u)),
-            WitAnswerMode::Splice(s) => AnswerMode::Splice { model: s.model },
+            WitAnswerMode::Splice(s) => AnswerMode::Splice {
+                model: s.model,
+                alike_requests: s.alike_requests,
+            },
         },
         state,
     })

@@ -1,6 +1,7 @@
 //! Getting a client's call to a vendor and the answer back: channel choice
 //! and failover, upstream HTTP, streaming.
 
+pub(crate) mod alike;
 pub mod charge;
 pub mod form;
 pub mod health;

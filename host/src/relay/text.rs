@@ -485,12 +485,27 @@ async fn attempt(
                 e => Failed::retry(e.into()),
             })
     };
-    let mut asking = session().await?;
-    let mut outbound = asking
-        .translate_request(&ctx, &req.body)
-        .await
-        .map_err(Failed::adapter)?;
-    asking.recycle();
+    // A call alike to one the adapter gave its word for gets the request
+    // the host's own edit makes, without a guest call (`relay::alike`).
+    let alike = match &req.form {
+        None => super::alike::request(plugin, &ctx, &req.body),
+        Some(_) => None,
+    };
+    let mut outbound = match alike {
+        Some(outbound) => outbound,
+        None => {
+            let mut asking = session().await?;
+            let outbound = asking
+                .translate_request(&ctx, &req.body)
+                .await
+                .map_err(Failed::adapter)?;
+            asking.recycle();
+            if req.form.is_none() {
+                super::alike::learn(plugin, &ctx, &req.body, &outbound);
+            }
+            outbound
+        }
+    };
     // Policies edit chat requests in the vendor's chat dialect.
     if !policies.is_empty() && req.protocol.is_chat() {
         if let OutboundBody::Bytes(bytes) = &outbound.body {
@@ -516,7 +531,7 @@ async fn attempt(
                 "it asked to relay a streamed answer".into(),
             )))
         }
-        AnswerMode::Splice { model } => {
+        AnswerMode::Splice { model, .. } => {
             splice = Splice::asked(req.protocol.protocol, plugin.vendor_protocol, &model);
             None
         }

@@ -20,6 +20,11 @@ pub enum Behaviour {
     /// writes another answer than the host's rule would (what `gateway
     /// adapter test` must catch).
     SpliceLies,
+    /// `alike-lies`: says calls alike get the host's edit of their body as
+    /// their request (`stream-splice.alike-requests`), and sends another
+    /// body (what the host's own check and `gateway adapter test` must
+    /// catch).
+    AlikeLies,
     /// Anything else: a well-behaved OpenAI passthrough.
     Normal,
 }
@@ -38,6 +43,7 @@ impl Behaviour {
             "garbage-response" => Self::GarbageResponse,
             "loop-stream" => Self::LoopStream,
             "splice-lies" => Self::SpliceLies,
+            "alike-lies" => Self::AlikeLies,
             _ => Self::Normal,
         }
     }
@@ -59,6 +65,7 @@ mod tests {
         );
         assert_eq!(Behaviour::named("loop-stream"), Behaviour::LoopStream);
         assert_eq!(Behaviour::named("splice-lies"), Behaviour::SpliceLies);
+        assert_eq!(Behaviour::named("alike-lies"), Behaviour::AlikeLies);
         assert_eq!(Behaviour::named("sim-chat"), Behaviour::Normal);
         assert_eq!(Behaviour::named("LOOP"), Behaviour::Normal);
     }

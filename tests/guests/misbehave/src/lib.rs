@@ -62,6 +62,9 @@ impl Guest for Misbehave {
                     request
                 })
             }
+            Behaviour::AlikeLies => {
+                Driver::<Plain>::translate_request(ctx, body).map(sabotage::not_the_hosts_edit)
+            }
             // `splice-lies`: asks for the host's splice, and answers otherwise.
             Behaviour::SpliceLies | Behaviour::LoopStream | Behaviour::Normal => {
                 Driver::<Plain>::translate_request(ctx, body)
