@@ -78,19 +78,20 @@ impl Context {
             && self.model == ctx.model
             && self.upstream_model == ctx.upstream_model
             && self.stream == ctx.stream
-            && self.client_headers.len() == ctx.client_headers.len()
-            && self
+            && borrowed_pairs(&self.client_headers).eq(ctx
                 .client_headers
                 .iter()
-                .zip(&ctx.client_headers)
-                .all(|((n, v), h)| *n == h.name && *v == h.value)
-            && self.channel_options.len() == ctx.channel_options.len()
-            && self
+                .map(|h| (h.name.as_str(), h.value.as_str())))
+            && borrowed_pairs(&self.channel_options).eq(ctx
                 .channel_options
                 .iter()
-                .zip(&ctx.channel_options)
-                .all(|((k, v), s)| *k == s.key && *v == s.value)
+                .map(|s| (s.key.as_str(), s.value.as_str())))
     }
+}
+
+/// A context's kept pairs, borrowed, to compare with a call's.
+fn borrowed_pairs(list: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    list.iter().map(|(a, b)| (a.as_str(), b.as_str()))
 }
 
 /// One adapter's table (see the module doc).

@@ -119,7 +119,8 @@ pub(crate) fn check(
         return Word::Unread;
     };
     let as_json = |b: &[u8]| serde_json::from_slice::<Value>(b).ok();
-    if as_json(sent).is_none() || as_json(sent) != as_json(&edited.body) {
+    let sent_json = as_json(sent);
+    if sent_json.is_none() || sent_json != as_json(&edited.body) {
         return Word::Broken(format!(
             "its request's body {} is not the host's edit {}",
             String::from_utf8_lossy(sent),
@@ -265,6 +266,42 @@ mod tests {
             assert!(edit(p, b"{}", "m", false).is_none(), "{p:?}");
         }
         assert!(edit(Protocol::OpenaiCompletions, b"{}", "m", false).is_some());
+    }
+
+    /// The host's edit is the SDK passthrough's (run natively) wherever the
+    /// host makes it: the same JSON and the same state, over bodies of
+    /// every shape the edit reads or leaves alone.
+    #[test]
+    fn the_edit_is_the_sdks_passthrough() {
+        use gateway_guest_sdk::openai_passthrough::prepare_request;
+        let bodies = [
+            r#"{"model":"c","messages":[{"role":"user","content":"caf\u00e9 \"q\""}],
+               "temperature":1e-4,"stream":true,"stream_options":{"include_usage":true,"x":1}}"#,
+            r#"{"model":"c","stream":false,"stream_options":{"include_usage":false}}"#,
+            r#"{"model":"c","stream":"yes","stream_options":"n/a"}"#,
+            r#"{"stream_options":null,"stream":true,"a":1,"a":2}"#,
+            r#"{"stream_options":{"include_usage":"true"},"n":12345678901234567890}"#,
+            r#"  {"b":[1,2,{"c":{}}],"model":null}  "#,
+            r#"{"\u006dodel":"escaped key"}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"{"#,
+        ];
+        let mut made = 0;
+        for body in bodies {
+            for stream in [false, true] {
+                let Some(host) = edit(Protocol::OpenaiChat, body.as_bytes(), "up", stream) else {
+                    continue;
+                };
+                made += 1;
+                let sdk = prepare_request(body.as_bytes(), "up", stream)
+                    .unwrap_or_else(|e| panic!("{body}: {e}"));
+                let json = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
+                assert_eq!(json(&host.body), json(&sdk.body), "{body} {stream}");
+                assert_eq!(host.state, sdk.state, "{body} {stream}");
+            }
+        }
+        assert_eq!(made, 14, "the edit reads all but the last three bodies");
     }
 
     fn ctx(stream: bool) -> RequestCtx {
