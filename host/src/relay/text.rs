@@ -592,15 +592,16 @@ async fn attempt(
         }
     };
     let status = resp.status();
-    let vendor_headers = guest_headers(resp.headers());
+    // The vendor's headers become the guest's only for a call that reads
+    // them (an error, a translated plain answer): a stream or a spliced
+    // answer makes no copy of them.
+    let (head, upstream) = resp.into_parts();
     if !status.is_success() {
-        let resp_headers = resp.headers().clone();
-        let resp_headers = &resp_headers;
         // Bounded like a success's body: a vendor that stalls after its
         // status line must not hold the call's money and slot for ever.
         let body = tokio::time::timeout(
             limits.upstream_timeout,
-            vendor::read_capped(resp.into_body(), limits.max_body_bytes),
+            vendor::read_capped(upstream, limits.max_body_bytes),
         )
         .await
         .ok()
@@ -612,7 +613,7 @@ async fn attempt(
             None => session().await?,
         };
         let mapped = match session
-            .translate_error(&ctx, status.as_u16(), &vendor_headers, &body)
+            .translate_error(&ctx, status.as_u16(), &guest_headers(&head.headers), &body)
             .await
         {
             Ok(mapped) => {
@@ -641,15 +642,15 @@ async fn attempt(
             status: mapped.status.as_u16(),
             code: mapped.code,
             message: mapped.message,
-            retry_after: UpstreamRetry::from_vendor(resp_headers, mapped.retry_after_secs),
+            retry_after: UpstreamRetry::from_vendor(&head.headers, mapped.retry_after_secs),
         };
         return Err(Failed::vendor(status, mapped.retryable, e));
     }
     if let Some(usage) = relay {
         return Ok(Answer::Relay {
             status,
-            content_type: resp.headers().get(header::CONTENT_TYPE).cloned(),
-            upstream: resp.into_body(),
+            content_type: head.headers.get(header::CONTENT_TYPE).cloned(),
+            upstream,
             usage,
         });
     }
@@ -658,7 +659,7 @@ async fn attempt(
         let started = stream::start(
             session,
             translator,
-            resp.into_body(),
+            upstream,
             req.protocol.protocol,
             splice,
             limits.stream_idle_timeout,
@@ -680,7 +681,7 @@ async fn attempt(
     }
     let read = tokio::time::timeout(
         limits.upstream_timeout,
-        vendor::read_capped(resp.into_body(), limits.max_body_bytes),
+        vendor::read_capped(upstream, limits.max_body_bytes),
     );
     let answer_body = match read.await {
         Ok(Ok(b)) => b,
@@ -711,7 +712,7 @@ async fn attempt(
             &ctx,
             &adapter_state,
             status.as_u16(),
-            &vendor_headers,
+            &guest_headers(&head.headers),
             &answer_body,
         )
         .await
