@@ -343,7 +343,11 @@ pub(crate) fn respond(
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
     let request_id = charge.request_id().to_string();
-    tokio::spawn(REQUEST_ID.scope(request_id, pump(opened, charge, protocol, wants_usage, tx)));
+    // Boxed where it is made, as the call's own future is (`api::text`):
+    // the pump's future is some 5 KB, which the scope and the task would
+    // otherwise each copy on the way to the first token.
+    let pump = Box::pin(pump(opened, charge, protocol, wants_usage, tx));
+    tokio::spawn(REQUEST_ID.scope(request_id, pump));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
