@@ -7,6 +7,7 @@
 
 use crate::billing::meters::MeterPrices;
 use crate::billing::money::{Currency, Quota};
+use axum::http::uri::{Authority, Scheme};
 use ipnet::IpNet;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -728,6 +729,9 @@ pub struct ChannelConfig {
     pub base_url: String,
     /// `base_url` parsed, once, for `relay::upstream::url`.
     pub base: reqwest::Url,
+    /// `base`'s scheme and authority as an `http::Uri` holds them, split
+    /// once for `relay::upstream::uri`; none for a base without them.
+    pub origin: Option<(Scheme, Authority)>,
     /// The resolved secret; never logged, never shown to guests.
     pub key: Option<String>,
     pub models: Vec<String>,
@@ -745,11 +749,13 @@ impl ChannelConfig {
     /// to change what they need with `..ChannelConfig::for_test(..)`.
     #[cfg(test)]
     pub fn for_test(name: &str, base_url: &str) -> ChannelConfig {
+        let base = reqwest::Url::parse(base_url).unwrap();
         ChannelConfig {
             name: name.into(),
             adapter: "openai".into(),
             base_url: base_url.trim_end_matches('/').into(),
-            base: reqwest::Url::parse(base_url).unwrap(),
+            origin: origin_of(&base),
+            base,
             key: None,
             models: vec![],
             model_map: HashMap::new(),
@@ -765,6 +771,13 @@ impl ChannelConfig {
             .map(String::as_str)
             .unwrap_or(model)
     }
+}
+
+/// The scheme and authority of a channel's base URL (see
+/// [`ChannelConfig::origin`]).
+fn origin_of(base: &reqwest::Url) -> Option<(Scheme, Authority)> {
+    let parts = axum::http::Uri::try_from(base.as_str()).ok()?.into_parts();
+    Some((parts.scheme?, parts.authority?))
 }
 
 #[derive(Debug, Clone)]
@@ -1190,6 +1203,7 @@ fn resolve(
                 .map(|k| sendable(&f("key"), secret(&f("key"), k, env)?))
                 .transpose()?,
             base_url: c.base_url.trim_end_matches('/').to_string(),
+            origin: origin_of(&url),
             base: url,
             name: c.name,
             adapter: c.adapter,

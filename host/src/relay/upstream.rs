@@ -6,7 +6,8 @@ use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::AuthScheme;
 use crate::plugins::session::{OutboundBody, OutboundRequest};
-use axum::http::{header, HeaderName, HeaderValue};
+use axum::http::uri::PathAndQuery;
+use axum::http::{header, HeaderName, HeaderValue, Uri};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,46 @@ pub fn url(channel: &ChannelConfig, path: &str) -> Result<reqwest::Url, ApiError
     url.set_path(&full);
     url.set_query(query);
     Ok(url)
+}
+
+/// [`url`] as the direct client's `http::Uri`.
+///
+/// A path of plain characters only (letters, digits and `-._~/!$&()*+,;=:@?`),
+/// with no dot segment, is one that [`url`] would leave as it is: such a
+/// path is put after the base's path and the channel's scheme and authority
+/// (split at start-up) without a parse of the whole URL. Any other path
+/// goes through [`url`] and one parse of its text, as before.
+pub fn uri(channel: &ChannelConfig, path: &str) -> Result<Uri, ApiError> {
+    if let Some(uri) = plain_uri(channel, path) {
+        return Ok(uri);
+    }
+    let url = url(channel, path)?;
+    Uri::try_from(url.as_str())
+        .map_err(|e| ApiError::Adapter(format!("the upstream URL is not valid: {e}")))
+}
+
+/// [`uri`] without a parse, for a plain path (see there); `None` for any
+/// other path, or a base with a query or a fragment.
+fn plain_uri(channel: &ChannelConfig, path: &str) -> Option<Uri> {
+    let base = &channel.base;
+    let (scheme, authority) = channel.origin.as_ref()?;
+    let plain = path.bytes().all(plain_byte) && !path.contains("/.");
+    if !plain || base.query().is_some() || base.fragment().is_some() {
+        return None;
+    }
+    let mut full = String::with_capacity(base.path().len() + path.len());
+    full.push_str(base.path().trim_end_matches('/'));
+    full.push_str(path);
+    let mut parts = axum::http::uri::Parts::default();
+    parts.scheme = Some(scheme.clone());
+    parts.authority = Some(authority.clone());
+    parts.path_and_query = Some(PathAndQuery::from_maybe_shared(bytes::Bytes::from(full)).ok()?);
+    Uri::from_parts(parts).ok()
+}
+
+/// A byte of a path [`url`] takes as it is (see [`uri`]).
+fn plain_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~/!$&()*+,;=:@?".contains(&b)
 }
 
 /// What the client sent, for an adapter that asks for it as it is: the
@@ -216,5 +257,70 @@ mod tests {
                 assert_eq!(url(&channel, path).unwrap(), expected, "{base} + {path}");
             }
         }
+    }
+
+    #[test]
+    fn the_uri_is_the_urls_with_or_without_a_parse() {
+        let bases = [
+            "http://127.0.0.1:9",
+            "http://127.0.0.1:9/",
+            "http://127.0.0.1:9/v1",
+            "https://api.example.com/v1/",
+            "https://xn--bcher-kva.example/v1beta",
+            "https://B\u{fc}cher.example/openai/v1",
+            "http://[::1]:8080/a/b",
+            "https://h.example:8443/base%20dir",
+        ];
+        // Plain: taken without a parse, and the same URI as the parse's.
+        let plain = [
+            "/chat/completions",
+            "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            "/v1/messages?beta=true&x=(1)",
+            "/a//b/~c-d_e.f",
+            "/",
+            "/q?",
+            "/q?a=b?c@d:e;f,g+h*i!j$k",
+        ];
+        // Not plain: the parse's URI, as before.
+        let other = [
+            "/a%2Fb/c?x=1&y=%20z",
+            "/with space?q=a b",
+            "/v1/../x",
+            "/./x",
+            "/.well-known/x",
+            "/frag#ment",
+            "/back\\slash",
+            "/\u{e9}t\u{e9}",
+            "/q?it's",
+        ];
+        for base in bases {
+            let channel = ChannelConfig::for_test("c", base);
+            let parsed = |path: &str| Uri::try_from(url(&channel, path).unwrap().as_str()).unwrap();
+            for path in plain {
+                let fast = plain_uri(&channel, path);
+                assert_eq!(fast.as_ref(), Some(&parsed(path)), "{base} + {path}");
+                assert_eq!(
+                    uri(&channel, path).unwrap(),
+                    parsed(path),
+                    "{base} + {path}"
+                );
+            }
+            for path in other {
+                assert!(plain_uri(&channel, path).is_none(), "{base} + {path}");
+                assert_eq!(
+                    uri(&channel, path).unwrap(),
+                    parsed(path),
+                    "{base} + {path}"
+                );
+            }
+        }
+        // A base with a query takes the parse for every path.
+        let channel = ChannelConfig::for_test("c", "https://h.example/v1?api-version=2024-10-21");
+        assert!(plain_uri(&channel, "/chat/completions").is_none());
+        let parsed = url(&channel, "/chat/completions").unwrap();
+        assert_eq!(
+            uri(&channel, "/chat/completions").unwrap(),
+            Uri::try_from(parsed.as_str()).unwrap()
+        );
     }
 }

@@ -27,7 +27,7 @@ use crate::config::ChannelConfig;
 use crate::error::ApiError;
 use crate::plugins::bindings::types::AuthScheme;
 use crate::plugins::session::{OutboundBody, OutboundRequest};
-use axum::http::{header, HeaderValue, Request, Response, Uri};
+use axum::http::{header, HeaderValue, Request, Response};
 use bytes::Bytes;
 use futures_util::{Stream, TryStreamExt};
 use http_body_util::{BodyDataStream, BodyExt, Either, Full, Limited};
@@ -157,9 +157,7 @@ impl VendorClient {
                 return Ok(Prepared::Reqwest(b));
             }
         };
-        let url = upstream::url(channel, &req.path)?;
-        let uri = Uri::try_from(url.as_str())
-            .map_err(|e| ApiError::Adapter(format!("the upstream URL is not valid: {e}")))?;
+        let uri = upstream::uri(channel, &req.path)?;
         let body = match (req.body, client) {
             (OutboundBody::Bytes(bytes), _) => Bytes::from(bytes),
             (_, ClientPayload::Bytes(body)) => body.clone(),
