@@ -730,7 +730,8 @@ pub struct ChannelConfig {
     /// `base_url` parsed, once, for `relay::upstream::url`.
     pub base: reqwest::Url,
     /// `base`'s scheme and authority as an `http::Uri` holds them, split
-    /// once for `relay::upstream::uri`; none for a base without them.
+    /// once for `relay::upstream::uri`; none for a base without them, or
+    /// with a query or a fragment (whose URIs always take the whole parse).
     pub origin: Option<(Scheme, Authority)>,
     /// The resolved secret; never logged, never shown to guests.
     pub key: Option<String>,
@@ -776,6 +777,9 @@ impl ChannelConfig {
 /// The scheme and authority of a channel's base URL (see
 /// [`ChannelConfig::origin`]).
 fn origin_of(base: &reqwest::Url) -> Option<(Scheme, Authority)> {
+    if base.query().is_some() || base.fragment().is_some() {
+        return None;
+    }
     let parts = axum::http::Uri::try_from(base.as_str()).ok()?.into_parts();
     Some((parts.scheme?, parts.authority?))
 }
