@@ -10,6 +10,7 @@
 //! - `billing`: prices, quota arithmetic, holds. `store`: durable state (redb).
 //! - `plugins`: the wasmtime sandbox, component registry, guest calls.
 //! - `relay`: channels, failover, upstream HTTP, streaming. `sse`: SSE framing.
+//!   `run_to_end`: a call its client's hang-up cannot cancel.
 //! - `video`: the asynchronous video API. `webhooks`: its signed, durable callbacks.
 //! - `reload`: the catalog re-read from the config file while serving.
 //! - `metrics`: Prometheus series. `telemetry`: OpenTelemetry spans.
@@ -35,6 +36,7 @@ pub mod protocol;
 pub mod relay;
 pub mod reload;
 pub mod retention;
+pub mod run_to_end;
 pub mod server;
 pub mod sse;
 pub mod state;

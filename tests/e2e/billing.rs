@@ -184,10 +184,93 @@ async fn a_client_that_leaves_while_the_vendor_is_quiet_is_settled_at_once() {
     let prompt = "a slow story [[sim:words=5, delta_delay_ms=60000]]";
     let row = leave_after_the_first_chunk(&env, &key, prompt).await;
     billed_as_counted(&env, &account, &row, 2_500_000).await;
+    no_holds_left(&env).await;
+    env.stop().await;
+}
+
+/// Sends `body` as a chat call and leaves as soon as the vendor has it
+/// (the vendor answers 300 ms later); returns the call's usage row.
+async fn hang_up_while_the_vendor_works(env: &Env, key: &str, body: Value) -> Value {
+    let call = tokio::spawn({
+        let request = env
+            .http
+            .post(env.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&body);
+        async move { request.send().await }
+    });
+    let mut waits = 0;
+    while env.sim.requests().is_empty() {
+        waits += 1;
+        assert!(waits < 3000, "the vendor never got the request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    call.abort();
+    assert!(
+        call.await.is_err_and(|e| e.is_cancelled()),
+        "the client left"
+    );
+    // The client never saw the request id: the account's only row.
+    for _ in 0..3000 {
+        let (_, v) = env
+            .admin(reqwest::Method::GET, "/admin/v1/usage?limit=10", None)
+            .await;
+        if let Some(row) = v["data"].as_array().and_then(|rows| rows.first()) {
+            return row.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no usage row for the abandoned call");
+}
+
+async fn no_holds_left(env: &Env) {
     let (_, holds) = env
         .admin(reqwest::Method::GET, "/admin/v1/holds", None)
         .await;
     assert_eq!(holds["data"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_while_the_vendor_works_is_billed_for_the_answer() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let body = user("gpt-4o-mini", "hi [[sim:latency_ms=300]]");
+    let row = hang_up_while_the_vendor_works(&env, &key, body).await;
+    // The call went on without its client: the vendor answered, and the
+    // row and the books say what it charged.
+    let usage = env.sim.requests()[0]
+        .usage
+        .clone()
+        .expect("the vendor answered");
+    assert_eq!(row["status"], 200, "{row}");
+    assert_eq!(row["cost"], expected_cost(&usage), "{row}");
+    let l = ledger(&env, &account).await;
+    assert_eq!(l["balance"], l["ledger_sum"]);
+    assert_eq!(l["balance"], 2_500_000 - expected_cost(&usage));
+    no_holds_left(&env).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_client_left_before_its_first_token_bills_no_output() {
+    let env = Env::start().await;
+    let account = env.account("5").await;
+    let (_, key) = env.token_with(&account, json!({})).await;
+    let mut body = user("gpt-4o-mini", "hi [[sim:latency_ms=300]]");
+    body["stream"] = json!(true);
+    let row = hang_up_while_the_vendor_works(&env, &key, body).await;
+    // The stream still opened (the vendor's first events were read and
+    // held), but none of it reached the client: the prompt is billed, no
+    // output.
+    assert_eq!(row["status"], 200, "{row}");
+    assert!(
+        row["error"].as_str().unwrap().contains("went away"),
+        "{row}"
+    );
+    assert_eq!(row["output_tokens"], 0, "{row}");
+    billed_as_counted(&env, &account, &row, 2_500_000).await;
+    no_holds_left(&env).await;
     env.stop().await;
 }
 
@@ -208,10 +291,7 @@ async fn an_upstream_failure_costs_nothing() {
     let l = ledger(&env, &account).await;
     assert_eq!(l["balance"], 2_500_000);
     assert_eq!(l["ledger_sum"], 2_500_000);
-    let (_, holds) = env
-        .admin(reqwest::Method::GET, "/admin/v1/holds", None)
-        .await;
-    assert_eq!(holds["data"], json!([]));
+    no_holds_left(&env).await;
     env.stop().await;
 }
 

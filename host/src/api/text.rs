@@ -11,6 +11,7 @@ use crate::metrics::{model_label, ModelLabel};
 use crate::protocol::{BodyKind, Surface};
 use crate::relay::form::ClientForm;
 use crate::relay::text::{forwarded_headers, serve, TextRequest};
+use crate::run_to_end::RunToEnd;
 use crate::state::SharedState;
 use axum::extract::{Request, State};
 use axum::http::Uri;
@@ -116,21 +117,31 @@ async fn answer(
         measured,
         client_headers,
     };
-    // Its own task: a client that hangs up must not cancel the call after
-    // the upstream answered (the vendor charges for it; so must we). The
-    // call's future is several kilobytes (every await of the relay laid out
-    // inline: 12 KB before its attempts were boxed too); boxed where it is
-    // made, it goes into the task wrappers and the task as a pointer
-    // instead of being copied through each.
+    // Run to its end: a client that hangs up must not cancel the call after
+    // the upstream answered (the vendor charges for it; so must we). A
+    // stream runs here while its client stays, and goes on as a task of its
+    // own only if the client leaves (`run_to_end`): its start is a lone
+    // request between other streams' frames, run cold, and a task's spawn
+    // and the handler's wake-up at its end were two more steps on the way
+    // to the first token. A plain call gets its task at once: under load the
+    // runtime thread then takes many calls through each step in turn, with
+    // that step's code warm, where a call run inside its connection's task
+    // goes through all of them alone (at 32 connections that cost a fifth
+    // more CPU per call; README, *What changed*). The call's future is
+    // several kilobytes (every await of the relay laid out inline: 12 KB
+    // before its attempts were boxed too); boxed where it is made, it goes
+    // into the wrappers as a pointer instead of being copied through each.
     let id = caller.info.id.clone();
     let span = crate::telemetry::current();
-    tokio::spawn(
-        crate::error::REQUEST_ID
-            .scope(id, Box::pin(serve(state, caller, req)))
-            .instrument(span),
-    )
-    .await
-    .map_err(ApiError::internal)?
+    let stream = req.stream;
+    let call = crate::error::REQUEST_ID
+        .scope(id, Box::pin(serve(state, caller, req)))
+        .instrument(span);
+    if stream {
+        RunToEnd::new(call).await.map_err(ApiError::internal)?
+    } else {
+        tokio::spawn(call).await.map_err(ApiError::internal)?
+    }
 }
 
 /// The largest JSON body an adapter is given: a quarter of a guest's memory

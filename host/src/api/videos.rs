@@ -4,6 +4,7 @@
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::run_to_end::RunToEnd;
 use crate::state::SharedState;
 use crate::video::params::RawFields;
 use crate::video::{content, render, submit};
@@ -155,9 +156,9 @@ pub async fn create(
         header_text(&headers, "x-webhook-secret")?,
     );
     let raw = read_fields(&state, req).await?;
-    // Its own task: a client disconnecting must not cancel a submission
-    // between its hold and its task record.
-    let submitting = tokio::spawn(crate::error::REQUEST_ID.scope(
+    // Run to its end: a client disconnecting must not cancel a submission
+    // between its hold and its task record (`run_to_end`).
+    let submitting = RunToEnd::new(crate::error::REQUEST_ID.scope(
         caller.info.id.clone(),
         submit::submit(state.clone(), caller, raw, webhook, idempotency_key),
     ));
