@@ -54,6 +54,9 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::{FutureExt, Stream, StreamExt};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use wasmtime::component::ResourceAny;
@@ -334,28 +337,80 @@ fn untranslatable(e: AdapterError) -> StartFailed {
 }
 
 /// Commits the stream: starts the relay task and returns the response.
+///
+/// The held first events are the body's first bytes, counted here as
+/// handed to the connection: hyper writes them with the answer's head, in
+/// one write, as soon as the handler returns, without waiting for the relay
+/// task to be scheduled and to pass them through the channel (a task's
+/// start and a hand-over, run cold, on the way to the first token). The
+/// relay task sends the rest. A body dropped before it gave them out (the
+/// client left before the stream committed) handed nothing over, and the
+/// relay task bills it so.
 pub(crate) fn respond(
-    opened: Opened,
+    mut opened: Opened,
     charge: Charge,
     protocol: &'static ClientProtocol,
     wants_usage: bool,
 ) -> Response {
     // A small buffer: back-pressure from a slow client reaches the vendor.
     let (tx, rx) = mpsc::channel::<Bytes>(32);
+    let mut relayed = Relayed::new(protocol.protocol, charge.encoding());
+    let first = held_bytes(std::mem::take(&mut opened.first), &mut relayed);
+    // An empty chunk is not sent: the first events may all be empty.
+    let first = (!first.is_empty()).then_some(first);
+    let handed = Arc::new(AtomicBool::new(first.is_none()));
+    let client = Client {
+        tx,
+        relayed,
+        first_handed: handed.clone(),
+        gone: false,
+    };
     let request_id = charge.request_id().to_string();
     // Boxed where it is made, as the call's own future is (`api::text`):
     // the pump's future is some 5 KB, which the scope and the task would
     // otherwise each copy on the way to the first token.
-    let pump = Box::pin(pump(opened, charge, protocol, wants_usage, tx));
+    let pump = Box::pin(pump(opened, charge, protocol, wants_usage, client));
     tokio::spawn(REQUEST_ID.scope(request_id, pump));
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
-    });
+    let body = ClientBody { first, handed, rx };
     let mut resp = Response::new(Body::from_stream(body));
     sse_headers(&mut resp);
     resp
+}
+
+/// A stream's answer body: the held first events, then what the relay task
+/// sends, until it ends.
+struct ClientBody {
+    first: Option<Bytes>,
+    /// Set once `first` is given out (set from the start when there is
+    /// none).
+    handed: Arc<AtomicBool>,
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl Stream for ClientBody {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(first) = self.first.take() {
+            self.handed.store(true, Ordering::Release);
+            return Poll::Ready(Some(Ok(first)));
+        }
+        self.rx.poll_recv(cx).map(|bytes| bytes.map(Ok))
+    }
+}
+
+/// The held first events as the wire's bytes, their text counted in
+/// `relayed` (a spliced one's as the splice read it).
+fn held_bytes(held: Vec<Held>, relayed: &mut Relayed) -> Bytes {
+    let (events, reads): (Vec<SseEvent>, Vec<Option<String>>) =
+        held.into_iter().map(|h| (h.event, h.read)).unzip();
+    for (ev, read) in events.iter().zip(&reads) {
+        match read {
+            Some(text) => relayed.observe_read(&ev.data, text),
+            None => relayed.observe(std::slice::from_ref(ev)),
+        }
+    }
+    encode(&events)
 }
 
 fn encode(events: &[SseEvent]) -> Bytes {
@@ -380,11 +435,25 @@ fn encoded_size(events: &[SseEvent]) -> usize {
 /// Sends to the client while it listens, counting the text that went out.
 struct Client {
     tx: mpsc::Sender<Bytes>,
+    /// The text handed to the connection, the first events' included.
     relayed: Relayed,
+    /// Whether the body gave out the first events; nothing else goes out
+    /// before them.
+    first_handed: Arc<AtomicBool>,
     gone: bool,
 }
 
 impl Client {
+    /// The output tokens of the text handed to the connection: none when
+    /// the body never gave out the first events.
+    fn output_tokens(&self) -> u64 {
+        if self.first_handed.load(Ordering::Acquire) {
+            self.relayed.output_tokens()
+        } else {
+            0
+        }
+    }
+
     /// Hands `events` to the connection (waiting while it is full: a slow
     /// reader slows the vendor down) and counts their text; false once the
     /// client is gone.
@@ -406,23 +475,6 @@ impl Client {
         sent
     }
 
-    /// Hands the held first events to the connection at once and counts
-    /// their text; false once the client is gone.
-    async fn send_held(&mut self, held: Vec<Held>) -> bool {
-        let (events, reads): (Vec<SseEvent>, Vec<Option<String>>) =
-            held.into_iter().map(|h| (h.event, h.read)).unzip();
-        let sent = self.deliver(&events).await;
-        if sent {
-            for (ev, read) in events.iter().zip(&reads) {
-                match read {
-                    Some(text) => self.relayed.observe_read(&ev.data, text),
-                    None => self.relayed.observe(std::slice::from_ref(ev)),
-                }
-            }
-        }
-        sent
-    }
-
     /// Hands `events` to the connection without counting them.
     async fn deliver(&mut self, events: &[SseEvent]) -> bool {
         if self.gone {
@@ -440,27 +492,24 @@ impl Client {
     }
 }
 
+/// Relays the stream after its first events (which `respond` gave the
+/// body), then ends and settles it.
 async fn pump(
     opened: Opened,
     charge: Charge,
     protocol: &'static ClientProtocol,
     wants_usage: bool,
-    tx: mpsc::Sender<Bytes>,
+    mut client: Client,
 ) {
     let Opened {
         mut session,
         translator,
         mut events,
         mut splice,
-        first,
+        // Given to the body by `respond`.
+        first: _,
         ended,
     } = opened;
-    let mut client = Client {
-        tx,
-        relayed: Relayed::new(protocol.protocol, charge.encoding()),
-        gone: false,
-    };
-    client.send_held(first).await;
     // The text of a spliced chunk, read by the splice.
     let mut spliced_text = String::new();
     // After a trap or deadline the instance is unusable; don't call it again.
@@ -579,7 +628,7 @@ async fn pump(
         drop(session);
     }
     if client.gone {
-        let output = client.relayed.output_tokens();
+        let output = client.output_tokens();
         charge
             .settle_counted(
                 usage,
