@@ -256,9 +256,9 @@ fn replay(
 }
 
 /// `POST /v1/videos`, after parsing: idempotency, quote, caps, hold, task.
-/// Takes its arguments by value: the handler runs it as its own task, so a
-/// client that disconnects cannot cancel it halfway (between the hold and the
-/// task record).
+/// Takes its arguments by value: the handler runs it to its end
+/// (`run_to_end`), so a client that disconnects cannot cancel it halfway
+/// (between the hold and the task record).
 pub async fn submit(
     state: SharedState,
     caller: Caller,
