@@ -10,21 +10,23 @@ use std::time::Duration;
 
 /// Waits (bounded) until the call's usage row is written, and returns it.
 pub async fn usage_row(env: &Env, request_id: &str) -> Value {
+    first_row(env, |r| r["request_id"] == request_id)
+        .await
+        .unwrap_or_else(|| panic!("no usage row for {request_id}"))
+}
+
+/// Waits (bounded) for a usage row that `fits`, and returns it.
+async fn first_row(env: &Env, fits: impl Fn(&Value) -> bool) -> Option<Value> {
     for _ in 0..3000 {
         let (_, v) = env
             .admin(reqwest::Method::GET, "/admin/v1/usage?limit=1000", None)
             .await;
-        if let Some(row) = v["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["request_id"] == request_id)
-        {
-            return row.clone();
+        if let Some(row) = v["data"].as_array().unwrap().iter().find(|r| fits(r)) {
+            return Some(row.clone());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("no usage row for {request_id}");
+    None
 }
 
 /// A gateway-counted row (a stream cut short, a silent vendor) is charged its own token
@@ -211,16 +213,9 @@ async fn hang_up_while_the_vendor_works(env: &Env, key: &str, body: Value) -> Va
         "the client left"
     );
     // The client never saw the request id: the account's only row.
-    for _ in 0..3000 {
-        let (_, v) = env
-            .admin(reqwest::Method::GET, "/admin/v1/usage?limit=10", None)
-            .await;
-        if let Some(row) = v["data"].as_array().and_then(|rows| rows.first()) {
-            return row.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("no usage row for the abandoned call");
+    first_row(env, |_| true)
+        .await
+        .expect("a usage row for the abandoned call")
 }
 
 async fn no_holds_left(env: &Env) {
