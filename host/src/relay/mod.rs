@@ -3,6 +3,7 @@
 
 pub(crate) mod alike;
 pub mod charge;
+pub mod driven;
 pub mod form;
 pub mod health;
 pub mod relayed;

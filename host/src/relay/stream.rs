@@ -281,11 +281,13 @@ impl Watched {
 /// With `turns`, for a spliced stream whose first event for the translator
 /// is its end beginning (a finishing chunk: the usage report and `[DONE]`
 /// follow at once), reading ahead gives the runtime one turn before giving
-/// up on a next event. The vendor connection's task hands the body over one
-/// HTTP chunk at a time and only when asked, so a chunk already received is
-/// not readable until that task has run; one turn lets it (and the I/O
-/// driver) run. It costs a scheduler turn per event read this way, a few
-/// microseconds, against a guest call per event saved.
+/// up on a next event. The pooled client's connection task (`https://`
+/// vendors) hands the body over one HTTP chunk at a time and only when
+/// asked, so a chunk already received is not readable until that task has
+/// run; one turn lets it (and the I/O driver) run. (A driven connection,
+/// `driven`, reads in this task's own poll; the turn lets the I/O driver
+/// see what came since.) It costs a scheduler turn per event read this
+/// way, a few microseconds, against a guest call per event saved.
 const READ_AHEAD: usize = 16;
 
 /// What reading ahead found behind an event for the translator.

@@ -558,10 +558,12 @@ async fn attempt(
     };
     // A stream's translator is made while the vendor works on the request,
     // not after its answer's head arrives: the instance and the guest's
-    // constructor are off the way to the first token. The yield lets the
-    // vendor connection's task write the request first (`send` has handed
-    // it over at its first poll). The instance is held from here to the
-    // stream's end, as it would be from the answer's head on.
+    // constructor are off the way to the first token. The request goes
+    // out first: `send`'s first poll writes it on a driven connection
+    // (`driven`), and the yield lets the pooled client's connection task
+    // write it (`send` has handed it over by then). The instance is held
+    // from here to the stream's end, as it would be from the answer's head
+    // on.
     let ((resp, waited), opening) = if req.stream {
         let opening = async {
             tokio::task::yield_now().await;

@@ -1,9 +1,10 @@
 //! The HTTP client of text calls: how a checked guest-built request reaches
 //! its vendor, and how the answer's head and body come back.
 //!
-//! A text call goes straight through hyper's pooled client
-//! (`hyper_util::client::legacy`, TLS by rustls with the webpki roots and
-//! ALPN for HTTP/2, as reqwest's own set-up has it). reqwest wraps that same
+//! A text call to an `https://` vendor goes straight through hyper's pooled
+//! client (`hyper_util::client::legacy`, TLS by rustls with the webpki roots
+//! and ALPN for HTTP/2, as reqwest's own set-up has it); one to an `http://`
+//! vendor over an HTTP/1 connection the call itself drives (`driven`). reqwest wraps that same
 //! client in layers a vendor call has no use for: it parses the URL twice
 //! more per call (its redirect layer and its response), boxes the request
 //! and the answer, and keeps a redirect policy's state. Interleaved runs at
@@ -22,6 +23,7 @@
 //! like any other. (The video API's downloads keep following redirects:
 //! they use `AppState::http`.)
 
+use super::driven::{self, Connections, DrivenBody};
 use super::upstream::{self, ClientPayload, SendError};
 use crate::config::ChannelConfig;
 use crate::error::ApiError;
@@ -41,7 +43,7 @@ use std::time::Duration;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// How long an idle pooled connection to a vendor is kept.
-const POOL_IDLE: Duration = Duration::from_secs(90);
+const POOL_IDLE: Duration = driven::POOL_IDLE;
 
 /// The environment variables that name a proxy for reqwest.
 const PROXY_VARS: [&str; 6] = [
@@ -59,6 +61,8 @@ type DirectClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 pub struct VendorClient {
     /// `None` when the environment names a proxy.
     direct: Option<DirectClient>,
+    /// Plain-HTTP vendors' connections, when `direct` is there.
+    driven: Connections,
     /// Forms, and every call when a proxy is named.
     reqwest: reqwest::Client,
 }
@@ -66,14 +70,15 @@ pub struct VendorClient {
 /// A vendor request, built and ready to send by the client that built it.
 pub enum Prepared<'a> {
     Direct(&'a DirectClient, Request<Full<Bytes>>),
+    Driven(&'a Connections, Request<Full<Bytes>>),
     Reqwest(reqwest::RequestBuilder),
 }
 
 /// A vendor's answer: its head, and its body still to be read.
 pub type VendorResponse = Response<VendorBody>;
 
-/// A vendor answer's body, from either client.
-pub type VendorBody = Either<Incoming, reqwest::Body>;
+/// A vendor answer's body, from any of the clients.
+pub type VendorBody = Either<Either<Incoming, DrivenBody>, reqwest::Body>;
 
 impl VendorClient {
     /// The client for this process: direct unless the environment names a
@@ -101,9 +106,15 @@ impl VendorClient {
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(connect_timeout));
+        let driven = Connections::new(tcp.clone());
         if proxied {
             return Ok(VendorClient {
                 direct: None,
+                driven,
                 reqwest,
             });
         }
@@ -112,10 +123,6 @@ impl VendorClient {
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let mut tcp = HttpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(connect_timeout));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -129,6 +136,7 @@ impl VendorClient {
             .build(connector);
         Ok(VendorClient {
             direct: Some(direct),
+            driven,
             reqwest,
         })
     }
@@ -177,6 +185,9 @@ impl VendorClient {
         *request.method_mut() = req.method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
+        if Connections::takes(request.uri()) {
+            return Ok(Prepared::Driven(&self.driven, request));
+        }
         Ok(Prepared::Direct(direct, request))
     }
 }
@@ -191,6 +202,19 @@ impl Prepared<'_> {
                 let resp = upstream::send(b, timeout).await?;
                 Ok(Response::from(resp).map(Either::Right))
             }
+            Prepared::Driven(conns, mut request) => {
+                let span = crate::telemetry::span!("upstream", otel.kind = "client");
+                span.in_scope(|| crate::telemetry::inject_headers(request.headers_mut()));
+                let sent = tracing::Instrument::instrument(
+                    tokio::time::timeout(timeout, conns.send(request)),
+                    span,
+                );
+                match sent.await {
+                    Err(_) => Err(SendError::Timeout(timeout)),
+                    Ok(Err(e)) => Err(describe_driven(e, timeout)),
+                    Ok(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Right(b)))),
+                }
+            }
             Prepared::Direct(direct, mut request) => {
                 let span = crate::telemetry::span!("upstream", otel.kind = "client");
                 span.in_scope(|| crate::telemetry::inject_headers(request.headers_mut()));
@@ -202,7 +226,7 @@ impl Prepared<'_> {
                     Err(_) => Err(SendError::Timeout(timeout)),
                     Ok(Err(e)) if timed_out(&e) => Err(SendError::Timeout(timeout)),
                     Ok(Err(e)) => Err(SendError::Transport(describe_send(&e))),
-                    Ok(Ok(r)) => Ok(r.map(Either::Left)),
+                    Ok(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Left(b)))),
                 }
             }
         }
@@ -218,8 +242,8 @@ fn names_a_proxy(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
 }
 
 /// A connect timeout (`connect_timeout`) is a timeout, as reqwest has it.
-fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
-    let mut src = std::error::Error::source(e);
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut src = Some(e);
     while let Some(s) = src {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::TimedOut {
@@ -229,6 +253,20 @@ fn timed_out(e: &hyper_util::client::legacy::Error) -> bool {
         src = s.source();
     }
     false
+}
+
+/// A driven connection's failure, described as the pooled client's are.
+fn describe_driven(e: driven::Failure, timeout: Duration) -> SendError {
+    tracing::debug!("upstream transport error: {e:?}");
+    match e {
+        driven::Failure::Connect(e) if timed_out(&*e) => SendError::Timeout(timeout),
+        driven::Failure::Connect(_) => SendError::Transport(upstream::CONNECT_FAILED.into()),
+        driven::Failure::Send(e) if timed_out(&e) => SendError::Timeout(timeout),
+        driven::Failure::Send(e) => {
+            SendError::Transport(upstream::with_sources(upstream::REQUEST_FAILED, Some(&e)))
+        }
+        driven::Failure::NoOrigin => SendError::Transport(upstream::REQUEST_FAILED.into()),
+    }
 }
 
 /// A send error for clients: what went wrong, not where (the upstream's
