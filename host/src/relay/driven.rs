@@ -103,7 +103,7 @@ type Idle = HashMap<Authority, Vec<(Box<Conn>, Instant)>>;
 pub struct Connections {
     tcp: HttpConnector,
     idle: Arc<Mutex<Idle>>,
-    /// Whether the sweep's task was started (at the first connection kept).
+    /// Whether the sweep's task was started (at the first connection made).
     sweeping: std::sync::atomic::AtomicBool,
 }
 
