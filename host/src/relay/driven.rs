@@ -67,24 +67,27 @@ type Io = TokioIo<TcpStream>;
 /// connection itself, which does nothing unless polled.
 struct Conn {
     send: http1::SendRequest<Full<Bytes>>,
-    io: http1::Connection<Io, Full<Bytes>>,
-    /// The connection's future has ended (closed, or failed).
-    ended: bool,
+    /// `None` once it has ended (closed, or failed).
+    io: Option<http1::Connection<Io, Full<Bytes>>>,
 }
 
 impl Conn {
     /// Polls the connection once: it writes what it was given, reads what
     /// came, and hands both on. Returns whether it can still be polled.
+    ///
+    /// An ended connection is dropped at once: a request it never took
+    /// (the vendor's close read just before it) is given back only then,
+    /// and an answer's body sees its end or error only then.
     fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.ended {
-            if let Poll::Ready(end) = Pin::new(&mut self.io).poll(cx) {
+        if let Some(io) = self.io.as_mut() {
+            if let Poll::Ready(end) = Pin::new(io).poll(cx) {
                 if let Err(e) = end {
                     tracing::debug!("vendor connection ended: {e}");
                 }
-                self.ended = true;
+                self.io = None;
             }
         }
-        !self.ended
+        self.io.is_some()
     }
 
     /// Whether the connection can take a request now: polled once without
@@ -196,11 +199,7 @@ impl Connections {
             .map_err(|e| Failure::Connect(e.into()))?;
         let (send, io) = http1::handshake(io).await.map_err(Failure::Send)?;
         self.start_sweep();
-        Ok(Box::new(Conn {
-            send,
-            io,
-            ended: false,
-        }))
+        Ok(Box::new(Conn { send, io: Some(io) }))
     }
 
     /// Starts the task that closes connections past their time, once, on
@@ -264,11 +263,16 @@ fn check_in(home: &Weak<Mutex<Idle>>, origin: &Authority, mut conn: Box<Conn>) {
 /// and a waker there would have the connection's hand-over wake the task
 /// once more, for a poll that finds nothing. Once the connection has ended
 /// the call's waker is given, so that nothing is waited for unwoken.
+/// (The body's chunks come through hyper's own channel, which has no
+/// budget.)
 async fn drive_until<F: Future>(conn: &mut Conn, answer: F) -> F::Output {
     let mut answer = std::pin::pin!(answer);
     let waker = futures_util::task::noop_waker();
     std::future::poll_fn(|cx| {
-        if conn.drive(cx) {
+        // The answer is a tokio channel, which counts against the task's
+        // budget and, when that is spent, wakes the waker it was given for
+        // a later poll: then it must be the task's.
+        if conn.drive(cx) && tokio::task::coop::has_budget_remaining() {
             answer.as_mut().poll(&mut Context::from_waker(&waker))
         } else {
             answer.as_mut().poll(cx)
