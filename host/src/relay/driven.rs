@@ -136,18 +136,18 @@ impl Connections {
         let Some(origin) = req.uri().authority().cloned() else {
             return Err(Failure::NoOrigin);
         };
-        let target = req.uri().clone();
         if !req.headers().contains_key(header::HOST) {
-            if let Ok(host) = HeaderValue::from_str(&host_header(&target)) {
+            if let Ok(host) = HeaderValue::from_str(&host_header(req.uri())) {
                 req.headers_mut().insert(header::HOST, host);
             }
         }
-        *req.uri_mut() = Uri::from(
-            target
-                .path_and_query()
-                .cloned()
-                .unwrap_or_else(|| PathAndQuery::from_static("/")),
-        );
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        // The absolute URI stays for a new connection's connector.
+        let target = std::mem::replace(req.uri_mut(), Uri::from(path));
         let mut waiting = self.take_idle(&origin);
         loop {
             let reused = waiting.is_some();

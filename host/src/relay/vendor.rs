@@ -203,35 +203,38 @@ impl Prepared<'_> {
                 let resp = upstream::send(b, timeout).await?;
                 Ok(Response::from(resp).map(Either::Right))
             }
-            Prepared::Driven(conns, mut request) => {
-                let span = crate::telemetry::span!("upstream", otel.kind = "client");
-                span.in_scope(|| crate::telemetry::inject_headers(request.headers_mut()));
-                let sent = tracing::Instrument::instrument(
-                    tokio::time::timeout(timeout, conns.send(request)),
-                    span,
-                );
-                match sent.await {
-                    Err(_) => Err(SendError::Timeout(timeout)),
-                    Ok(Err(e)) => Err(describe_driven(e, timeout)),
-                    Ok(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Right(b)))),
+            Prepared::Driven(conns, request) => {
+                match traced(request, timeout, |r| conns.send(r)).await {
+                    None => Err(SendError::Timeout(timeout)),
+                    Some(Err(e)) => Err(describe_driven(e, timeout)),
+                    Some(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Right(b)))),
                 }
             }
-            Prepared::Direct(direct, mut request) => {
-                let span = crate::telemetry::span!("upstream", otel.kind = "client");
-                span.in_scope(|| crate::telemetry::inject_headers(request.headers_mut()));
-                let sent = tracing::Instrument::instrument(
-                    tokio::time::timeout(timeout, direct.request(request)),
-                    span,
-                );
-                match sent.await {
-                    Err(_) => Err(SendError::Timeout(timeout)),
-                    Ok(Err(e)) if timed_out(&e) => Err(SendError::Timeout(timeout)),
-                    Ok(Err(e)) => Err(SendError::Transport(describe_send(&e))),
-                    Ok(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Left(b)))),
+            Prepared::Direct(direct, request) => {
+                match traced(request, timeout, |r| direct.request(r)).await {
+                    None => Err(SendError::Timeout(timeout)),
+                    Some(Err(e)) if timed_out(&e) => Err(SendError::Timeout(timeout)),
+                    Some(Err(e)) => Err(SendError::Transport(describe_send(&e))),
+                    Some(Ok(r)) => Ok(r.map(|b| Either::Left(Either::Left(b)))),
                 }
             }
         }
     }
+}
+
+/// `send(request)` in the `upstream` span, whose context goes to the vendor
+/// in the request's `traceparent`; `None` when no answer came within
+/// `timeout`.
+async fn traced<F: std::future::Future>(
+    mut request: Request<Full<Bytes>>,
+    timeout: Duration,
+    send: impl FnOnce(Request<Full<Bytes>>) -> F,
+) -> Option<F::Output> {
+    let span = crate::telemetry::span!("upstream", otel.kind = "client");
+    span.in_scope(|| crate::telemetry::inject_headers(request.headers_mut()));
+    tracing::Instrument::instrument(tokio::time::timeout(timeout, send(request)), span)
+        .await
+        .ok()
 }
 
 /// Whether an environment (`var` reads one of its variables) names a
