@@ -89,7 +89,11 @@ pub fn as_count(value: &Value) -> Option<u64> {
     if let Some(n) = value.as_u64() {
         return Some(n);
     }
-    let f = value.as_f64()?;
+    whole_count(value.as_f64()?)
+}
+
+/// A float as a token count: whole, not negative and in range, else `None`.
+pub fn whole_count(f: f64) -> Option<u64> {
     if f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 {
         // Exact: the value is whole and in range.
         Some(f as u64)

@@ -196,14 +196,31 @@ pub fn response(
         };
         return Ok(Finished { body, usage });
     }
-    let value = parse_upstream_object(body)?;
-    if let Some(e) = error_in_answer(vendor, &value) {
-        return Err(e);
-    }
-    let resp = parse_vendor(vendor, &value, ctx)?;
-    let out = encode_client(client, &resp, &meta(ctx, state))?;
+    // An OpenAI chat answer is read typed when it can be (see
+    // `openai_chat::read_response`): the same answer, without its tree.
+    let typed = match vendor {
+        Protocol::OpenaiChat => openai_chat::read_response(body),
+        _ => None,
+    };
+    let resp = match typed {
+        Some(resp) => resp,
+        None => {
+            let value = parse_upstream_object(body)?;
+            if let Some(e) = error_in_answer(vendor, &value) {
+                return Err(e);
+            }
+            parse_vendor(vendor, &value, ctx)?
+        }
+    };
+    let meta = meta(ctx, state);
+    // An Anthropic client's answer is written straight from the canonical
+    // form (`anthropic::write_response`: the same text, without the tree).
+    let body = match client {
+        Protocol::AnthropicMessages => anthropic::write_response(&resp, &meta),
+        _ => to_bytes(&encode_client(client, &resp, &meta)?),
+    };
     Ok(Finished {
-        body: to_bytes(&out),
+        body,
         usage: resp.usage,
     })
 }

@@ -1,4 +1,5 @@
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{finish_reason_from, finish_reason_name};
 use crate::canonical::{Block, Meta, Response, ToolCall, Usage};
@@ -25,12 +26,28 @@ pub fn parse_usage(u: &Value) -> Option<Usage> {
 
 /// Writes an Anthropic `usage` object.
 pub fn encode_usage(u: &Usage) -> Value {
-    json!({
-        "input_tokens": u.uncached_input_tokens(),
-        "output_tokens": u.output_tokens,
-        "cache_creation_input_tokens": u.cache_write_tokens,
-        "cache_read_input_tokens": u.cache_read_tokens,
-    })
+    serde_json::to_value(UsageOut::of(u)).unwrap_or_default()
+}
+
+/// An Anthropic `usage` object, its members in the order a `Value` keeps
+/// them (by name), so the typed and the tree writing give the same text.
+#[derive(Serialize)]
+struct UsageOut {
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl UsageOut {
+    fn of(u: &Usage) -> Self {
+        UsageOut {
+            cache_creation_input_tokens: u.cache_write_tokens,
+            cache_read_input_tokens: u.cache_read_tokens,
+            input_tokens: u.uncached_input_tokens(),
+            output_tokens: u.output_tokens,
+        }
+    }
 }
 
 /// Reads a `message` body.
@@ -77,20 +94,73 @@ pub fn parse_response(body: &Value) -> Result<Response, TranslateError> {
     })
 }
 
-pub(super) fn encode_block(b: &Block) -> Option<Value> {
+/// A `message` body, written straight from the canonical answer (see
+/// [`write_response`]); members by name, as in a `Value`.
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    content: Vec<BlockOut<'a>>,
+    id: String,
+    model: &'a str,
+    role: &'static str,
+    stop_reason: Option<String>,
+    stop_sequence: Option<String>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    usage: UsageOut,
+}
+
+/// One content block of a `message` body, members by name.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BlockOut<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Thinking {
+        signature: &'a str,
+        thinking: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Redacted {
+        data: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    ToolUse {
+        id: &'a str,
+        input: Value,
+        name: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+fn block_out(b: &Block) -> Option<BlockOut<'_>> {
     Some(match b {
-        Block::Text(t) => json!({"type": "text", "text": t}),
-        Block::Thinking { text, signature } => json!({"type": "thinking", "thinking": text,
-            "signature": signature.clone().unwrap_or_default()}),
-        Block::RedactedThinking(d) => json!({"type": "redacted_thinking", "data": d}),
-        Block::ToolCall(c) => json!({"type": "tool_use", "id": c.id, "name": c.name,
-            "input": arguments_object(&c.arguments)}),
+        Block::Text(text) => BlockOut::Text { text, kind: "text" },
+        Block::Thinking { text, signature } => BlockOut::Thinking {
+            signature: signature.as_deref().unwrap_or_default(),
+            thinking: text,
+            kind: "thinking",
+        },
+        Block::RedactedThinking(data) => BlockOut::Redacted {
+            data,
+            kind: "redacted_thinking",
+        },
+        Block::ToolCall(c) => BlockOut::ToolUse {
+            id: &c.id,
+            input: arguments_object(&c.arguments),
+            name: &c.name,
+            kind: "tool_use",
+        },
         Block::Image(_) | Block::ToolResult(_) => return None,
     })
 }
 
-/// Writes a `message` body for an Anthropic client.
-pub fn encode_response(r: &Response, meta: &Meta) -> Value {
+fn message_out<'a>(r: &'a Response, meta: &'a Meta) -> MessageOut<'a> {
     let (stop_reason, stop_sequence) = match &r.finish {
         Some(f) => {
             let (n, s) = finish_reason_name(f);
@@ -98,22 +168,36 @@ pub fn encode_response(r: &Response, meta: &Meta) -> Value {
         }
         None => (None, None),
     };
-    json!({
-        "id": meta.id("msg_"),
-        "type": "message",
-        "role": "assistant",
-        "model": meta.model,
-        "content": r.content.iter().filter_map(encode_block).collect::<Vec<_>>(),
-        "stop_reason": stop_reason,
-        "stop_sequence": stop_sequence,
-        "usage": encode_usage(&r.usage.unwrap_or_default()),
-    })
+    MessageOut {
+        content: r.content.iter().filter_map(block_out).collect(),
+        id: meta.id("msg_"),
+        model: &meta.model,
+        role: "assistant",
+        stop_reason,
+        stop_sequence,
+        kind: "message",
+        usage: UsageOut::of(&r.usage.unwrap_or_default()),
+    }
+}
+
+/// Writes a `message` body for an Anthropic client.
+pub fn encode_response(r: &Response, meta: &Meta) -> Value {
+    serde_json::to_value(message_out(r, meta)).unwrap_or_default()
+}
+
+/// [`encode_response`]'s body as JSON text, written without building the
+/// tree first (the same text `json::to_bytes` makes of the tree): what a
+/// translated answer sends.
+pub fn write_response(r: &Response, meta: &Meta) -> Vec<u8> {
+    // Serialising these types cannot fail (every key is a string).
+    serde_json::to_vec(&message_out(r, meta)).unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::canonical::FinishReason;
+    use serde_json::json;
 
     #[test]
     fn cache_tokens_are_added_to_input_and_taken_off_again() {
@@ -162,5 +246,85 @@ mod tests {
         assert_eq!(out["stop_sequence"], "END");
         assert_eq!(out["id"], "msg_req_9");
         assert_eq!(out["model"], "client");
+    }
+
+    #[test]
+    fn the_written_text_is_the_trees() {
+        let meta = Meta {
+            request_id: "req_2".into(),
+            model: "claude-client".into(),
+            created: 0,
+            wants_usage: false,
+        };
+        let blocks = vec![
+            Block::Thinking {
+                text: "t".into(),
+                signature: None,
+            },
+            Block::RedactedThinking("opaque".into()),
+            Block::Text("say \"hi\"\n".into()),
+            Block::Image(crate::canonical::ImageSource::Url("u".into())),
+            Block::ToolCall(ToolCall {
+                id: "call_1".into(),
+                name: "f".into(),
+                arguments: "{\"b\":1,\"a\":[2]}".into(),
+            }),
+            Block::ToolCall(ToolCall {
+                id: "call_2".into(),
+                name: "g".into(),
+                arguments: "not json".into(),
+            }),
+        ];
+        let answers = [
+            Response::default(),
+            Response {
+                content: blocks,
+                finish: Some(FinishReason::StopSequence(Some("END".into()))),
+                usage: Some(Usage {
+                    input_tokens: 30,
+                    output_tokens: 5,
+                    cache_read_tokens: 10,
+                    cache_write_tokens: 2,
+                    reasoning_tokens: 1,
+                }),
+                ..Response::default()
+            },
+            Response {
+                content: vec![Block::Text("plain".into())],
+                finish: Some(FinishReason::Other("pause_turn".into())),
+                ..Response::default()
+            },
+        ];
+        for r in &answers {
+            let tree = encode_response(r, &meta);
+            assert_eq!(
+                write_response(r, &meta),
+                crate::json::to_bytes(&tree),
+                "{tree}"
+            );
+        }
+        assert_eq!(
+            encode_response(&answers[2], &meta),
+            json!({"id": "msg_req_2", "type": "message", "role": "assistant",
+                   "model": "claude-client",
+                   "content": [{"type": "text", "text": "plain"}],
+                   "stop_reason": "pause_turn", "stop_sequence": null,
+                   "usage": {"input_tokens": 0, "output_tokens": 0,
+                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}})
+        );
+        let tree = encode_response(&answers[1], &meta);
+        assert_eq!(
+            tree["content"],
+            json!([{"type": "thinking", "thinking": "t", "signature": ""},
+                   {"type": "redacted_thinking", "data": "opaque"},
+                   {"type": "text", "text": "say \"hi\"\n"},
+                   {"type": "tool_use", "id": "call_1", "name": "f", "input": {"a": [2], "b": 1}},
+                   {"type": "tool_use", "id": "call_2", "name": "g", "input": {"arguments": "not json"}}])
+        );
+        assert_eq!(
+            tree["usage"],
+            json!({"input_tokens": 18, "output_tokens": 5,
+                   "cache_creation_input_tokens": 2, "cache_read_input_tokens": 10})
+        );
     }
 }
