@@ -16,7 +16,8 @@
 //!   spellings, images, speech, transcription, rerank, moderation).
 //! - [`errors`]: vendor error answers mapped to the host's error terms.
 //! - [`redact`]: keeps vendor text safe and short before it reaches a client.
-//! - [`json`]: small helpers on `serde_json` values.
+//! - [`json`]: small helpers on `serde_json` values; [`typed`]: reading
+//!   the hot shapes without the tree.
 //! - [`log`]: log lines through the host.
 //!
 //! Everything but the bindings' exports runs natively, so the codecs are
@@ -39,6 +40,7 @@ pub mod policy;
 pub mod redact;
 pub mod translate;
 mod translate_error;
+pub mod typed;
 pub mod vendor;
 pub mod video;
 

@@ -158,13 +158,26 @@ pub fn request(
             other => Err(not_chat(other)),
         };
     }
-    let value = parse_request_object(body)?;
-    let mut req = parse_client(client, &value)?;
+    // An Anthropic client's plain conversation is read typed when it can
+    // be (see `anthropic::read_request`): the same request, without its tree.
+    let typed = match client {
+        Protocol::AnthropicMessages => anthropic::read_request(body),
+        _ => None,
+    };
+    let mut req = match typed {
+        Some(req) => req,
+        None => parse_client(client, &parse_request_object(body)?)?,
+    };
     req.model = ctx.upstream_model.clone();
     req.stream = ctx.stream;
-    let out = encode_vendor(vendor, &req, ctx)?;
+    // An OpenAI chat request is written straight from the canonical form
+    // (`openai_chat::write_request`: the same text, without the tree).
+    let body = match vendor {
+        Protocol::OpenaiChat => openai_chat::write_request(&req),
+        _ => to_bytes(&encode_vendor(vendor, &req, ctx)?),
+    };
     Ok(Prepared {
-        body: to_bytes(&out),
+        body,
         state: if req.stream_usage {
             WANTS_USAGE.to_owned()
         } else {

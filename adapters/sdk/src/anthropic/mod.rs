@@ -11,11 +11,13 @@
 //! vendor) is not sent to an Anthropic vendor, which would refuse it.
 
 mod passthrough;
+mod read;
 mod request;
 mod response;
 mod stream;
 
 pub use passthrough::{finish_response, prepare_request, StreamRelay};
+pub use read::read_request;
 pub use request::{encode_request, parse_request};
 pub use response::{encode_response, parse_response, parse_usage, write_response};
 pub use stream::{StreamEncoder, StreamParser};

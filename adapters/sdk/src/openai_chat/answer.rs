@@ -9,40 +9,26 @@
 //! the members the canonical form takes are read, the strings borrowed from
 //! the body where they hold no escape, and every other member is skipped.
 //!
-//! The rule: [`read_response`] gives what `parse_response` gives for the
-//! same body, or `None`, and the caller then reads the tree. `None` is for
-//! every answer the typed reading would not take exactly as the tree
-//! reading does: not one JSON object in UTF-8; no `choices` array (an error
-//! in disguise, or garbage); a member the reading takes that has another
-//! type than the usual one (a `content` array, a non-string id, a
-//! `tool_calls` object, arguments sent as an object, a `usage` that is not
-//! an object, a counter that is a string), which the tree reading takes
-//! leniently or refuses with its own error; a member written twice (the tree
-//! keeps the last one). One difference is left: members this reading skips
-//! are checked for JSON syntax only, so an answer whose unread members hold
-//! a lone UTF-16 surrogate escape (`"\ud800"`) or a number out of `f64`'s
-//! range is translated here where the tree reading would refuse it as not
-//! valid JSON. Nothing of those members reaches the client or the bill.
+//! [`read_response`] gives what `parse_response` gives for the same body,
+//! or `None` (the caller then reads the tree): for an answer without a
+//! `choices` array (an error in disguise, or garbage); for a member the
+//! reading takes that has another type than the usual one (a `content`
+//! array, a non-string id, a `tool_calls` object, arguments sent as an
+//! object, a `usage` that is not an object, a counter that is an array),
+//! which the tree reading takes leniently or refuses with its own error;
+//! and for whatever [`crate::typed::object`] leaves to the tree (see
+//! [`crate::typed`], also for the one difference left).
 
-use std::borrow::Cow;
-use std::fmt;
-
-use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
 use super::names::finish_reason_from;
 use crate::canonical::{Block, Response, ToolCall, Usage};
+use crate::typed::{self, Count, Str, Text};
 
 /// The answer's first choice, its ids and its usage, typed; see the module
 /// doc for when it gives `None`.
 pub fn read_response(body: &[u8]) -> Option<Response> {
-    let text = std::str::from_utf8(body).ok()?;
-    // A struct also reads from a JSON array (its fields in order); the tree
-    // reading refuses anything but an object.
-    if !text.trim_start().starts_with('{') {
-        return None;
-    }
-    let answer: Completion<'_> = serde_json::from_str(text).ok()?;
+    let answer: Completion<'_> = typed::object(body)?;
     let mut content = Vec::new();
     let mut finish = None;
     if let Some(choice) = answer.choices.into_iter().next() {
@@ -81,54 +67,6 @@ pub fn read_response(body: &[u8]) -> Option<Response> {
         finish,
         usage: answer.usage.map(UsageIn::canonical),
     })
-}
-
-/// A string member: borrowed from the body unless it holds an escape.
-type Text<'a> = Option<Str<'a>>;
-
-/// A string borrowed from the body where it can be. serde's own `Cow<str>`
-/// always copies inside an `Option`; this one keeps what serde_json lends.
-struct Str<'a>(Cow<'a, str>);
-
-impl<'a> Str<'a> {
-    fn into_owned(self) -> String {
-        self.0.into_owned()
-    }
-}
-
-impl std::ops::Deref for Str<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(StrVisitor)
-    }
-}
-
-struct StrVisitor;
-
-impl<'de> Visitor<'de> for StrVisitor {
-    type Value = Str<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Str<'de>, E> {
-        Ok(Str(Cow::Borrowed(s)))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<Str<'de>, E> {
-        Ok(Str(Cow::Owned(s.to_owned())))
-    }
-
-    fn visit_string<E>(self, s: String) -> Result<Str<'de>, E> {
-        Ok(Str(Cow::Owned(s)))
-    }
 }
 
 #[derive(Deserialize)]
@@ -220,54 +158,6 @@ impl UsageIn {
             reasoning_tokens: detail(&self.completion_tokens_details, |d| d.reasoning_tokens),
         }
         .consistent()
-    }
-}
-
-/// A counter read as [`as_count`](crate::json::as_count) reads one: a
-/// whole number, or a float with no fraction, in range; any other number,
-/// a string or a boolean is no count (`Count(None)`), an array or an object
-/// is refused (the reading gives up).
-#[derive(Clone, Copy)]
-struct Count(Option<u64>);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CountVisitor)
-    }
-}
-
-struct CountVisitor;
-
-impl<'de> Visitor<'de> for CountVisitor {
-    type Value = Count;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a token count")
-    }
-
-    fn visit_u64<E>(self, n: u64) -> Result<Count, E> {
-        Ok(Count(Some(n)))
-    }
-
-    fn visit_i64<E>(self, n: i64) -> Result<Count, E> {
-        // serde_json gives i64 only to negative numbers.
-        Ok(Count(u64::try_from(n).ok()))
-    }
-
-    fn visit_f64<E>(self, f: f64) -> Result<Count, E> {
-        Ok(Count(crate::json::whole_count(f)))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
-        Ok(Count(None))
-    }
-
-    fn visit_unit<E>(self) -> Result<Count, E> {
-        Ok(Count(None))
     }
 }
 

@@ -1,3 +1,4 @@
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::names::role_from;
@@ -285,80 +286,181 @@ fn parse_reasoning(fields: &Fields<'_>) -> Result<Option<Reasoning>> {
 /// switch thinking off is written `reasoning_effort: "none"`; an effort or
 /// budget as `reasoning_effort`.
 pub fn encode_request(request: &Request) -> Value {
-    let mut out = Map::new();
-    out.insert("model".into(), json!(request.model));
+    serde_json::to_value(request_out(request)).unwrap_or_default()
+}
+
+/// [`encode_request`]'s body as JSON text, written without building the
+/// tree first (the same text `json::to_bytes` makes of the tree): what a
+/// translated request sends.
+pub fn write_request(request: &Request) -> Vec<u8> {
+    // Serialising these types cannot fail (every key is a string).
+    serde_json::to_vec(&request_out(request)).unwrap_or_default()
+}
+
+/// A chat-completions request body. Its members are in the order a `Value`
+/// keeps them (by name), so the typed and the tree writing give the same
+/// text; a member that is `None` (or empty) is not written.
+#[derive(Serialize)]
+struct RequestOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    messages: Vec<MessageOut<'a>>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptionsOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct StreamOptionsOut {
+    include_usage: bool,
+}
+
+/// One message of the request, members by name.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum MessageOut<'a> {
+    Tool {
+        content: String,
+        role: &'static str,
+        tool_call_id: &'a str,
+    },
+    Assistant {
+        /// `null` when the turn is only tool calls.
+        content: Option<String>,
+        role: &'static str,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<CallOut<'a>>,
+    },
+    Other {
+        content: ContentOut<'a>,
+        role: &'static str,
+    },
+}
+
+/// A message's content: its one text as a string, else a list of parts.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ContentOut<'a> {
+    Text(&'a str),
+    Joined(String),
+    Parts(Vec<PartOut<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PartOut<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Image {
+        image_url: UrlOut,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+#[derive(Serialize)]
+struct UrlOut {
+    url: String,
+}
+
+/// An assistant's tool call, members by name.
+#[derive(Serialize)]
+pub(super) struct CallOut<'a> {
+    function: FunctionOut<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct FunctionOut<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+fn request_out(request: &Request) -> RequestOut<'_> {
     let mut messages = Vec::new();
     for m in &request.messages {
         encode_message(m, &mut messages);
     }
-    out.insert("messages".into(), Value::Array(messages));
     let sampling = &request.sampling;
-    for (key, value) in [
-        ("temperature", sampling.temperature),
-        ("top_p", sampling.top_p),
-        ("presence_penalty", sampling.presence_penalty),
-        ("frequency_penalty", sampling.frequency_penalty),
-    ] {
-        if let Some(value) = value {
-            out.insert(key.into(), json!(value));
-        }
-    }
-    if let Some(seed) = sampling.seed {
-        out.insert("seed".into(), json!(seed));
-    }
-    if !sampling.stop.is_empty() {
-        out.insert("stop".into(), json!(sampling.stop));
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        out.insert("max_tokens".into(), json!(max_tokens));
-    }
-    if !request.tools.is_empty() {
-        out.insert(
-            "tools".into(),
-            Value::Array(request.tools.iter().map(encode_tool).collect()),
-        );
-    }
-    if let Some(choice) = &request.tool_choice {
-        out.insert("tool_choice".into(), encode_tool_choice(choice));
-    }
-    if let Some(parallel) = request.parallel_tool_calls {
-        out.insert("parallel_tool_calls".into(), json!(parallel));
-    }
-    if let Some(format) = &request.response_format {
-        out.insert("response_format".into(), encode_response_format(format));
-    }
-    if let Some(r) = &request.reasoning {
+    let reasoning_effort = request.reasoning.as_ref().and_then(|r| {
         if r.enabled == Some(false) {
-            out.insert("reasoning_effort".into(), json!("none"));
+            Some("none".to_owned())
         } else if let Some(effort) = r.effort_level() {
-            out.insert("reasoning_effort".into(), json!(effort));
+            Some(effort)
         } else if r.enabled == Some(true) {
-            out.insert("reasoning_effort".into(), json!("medium"));
+            Some("medium".to_owned())
+        } else {
+            None
         }
+    });
+    RequestOut {
+        frequency_penalty: sampling.frequency_penalty,
+        max_tokens: request.max_tokens,
+        messages,
+        model: &request.model,
+        parallel_tool_calls: request.parallel_tool_calls,
+        presence_penalty: sampling.presence_penalty,
+        reasoning_effort,
+        response_format: request.response_format.as_ref().map(encode_response_format),
+        seed: sampling.seed,
+        stop: &sampling.stop,
+        stream: request.stream.then_some(true),
+        // Always when streaming: the gateway bills from it.
+        stream_options: request.stream.then_some(StreamOptionsOut {
+            include_usage: true,
+        }),
+        temperature: sampling.temperature,
+        tool_choice: request.tool_choice.as_ref().map(encode_tool_choice),
+        tools: request.tools.iter().map(encode_tool).collect(),
+        top_p: sampling.top_p,
+        user: request.user.as_deref(),
     }
-    if request.stream {
-        out.insert("stream".into(), json!(true));
-        // Always: the gateway bills from it.
-        out.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    if let Some(user) = &request.user {
-        out.insert("user".into(), json!(user));
-    }
-    Value::Object(out)
 }
 
-fn text_or_parts(blocks: &[&Block]) -> Value {
+fn text_or_parts<'a>(blocks: &[&'a Block]) -> ContentOut<'a> {
     if let [Block::Text(t)] = blocks {
-        return json!(t);
+        return ContentOut::Text(t);
     }
-    Value::Array(
+    ContentOut::Parts(
         blocks
             .iter()
             .filter_map(|b| match b {
-                Block::Text(t) => Some(json!({"type": "text", "text": t})),
-                Block::Image(i) => {
-                    Some(json!({"type": "image_url", "image_url": {"url": i.to_url()}}))
-                }
+                Block::Text(text) => Some(PartOut::Text { text, kind: "text" }),
+                Block::Image(i) => Some(PartOut::Image {
+                    image_url: UrlOut { url: i.to_url() },
+                    kind: "image_url",
+                }),
                 _ => None,
             })
             .collect(),
@@ -367,7 +469,7 @@ fn text_or_parts(blocks: &[&Block]) -> Value {
 
 /// One canonical message as one or more OpenAI messages: tool results become
 /// `tool` messages (first, as the protocol wants them right after the call).
-fn encode_message(message: &Message, out: &mut Vec<Value>) {
+fn encode_message<'a>(message: &'a Message, out: &mut Vec<MessageOut<'a>>) {
     for b in &message.content {
         if let Block::ToolResult(r) = b {
             let text = if r.is_error && !r.text().is_empty() {
@@ -376,7 +478,11 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
             } else {
                 r.text()
             };
-            out.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": text}));
+            out.push(MessageOut::Tool {
+                content: text,
+                role: "tool",
+                tool_call_id: &r.call_id,
+            });
         }
     }
     let rest: Vec<&Block> = message
@@ -384,11 +490,11 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
         .iter()
         .filter(|b| matches!(b, Block::Text(_) | Block::Image(_)))
         .collect();
-    let calls: Vec<Value> = message
+    let calls: Vec<CallOut<'_>> = message
         .content
         .iter()
         .filter_map(|b| match b {
-            Block::ToolCall(c) => Some(encode_tool_call(c)),
+            Block::ToolCall(c) => Some(call_out(c)),
             _ => None,
         })
         .collect();
@@ -408,38 +514,41 @@ fn encode_message(message: &Message, out: &mut Vec<Value>) {
                 _ => None,
             })
             .collect();
-        let mut m = Map::new();
-        m.insert("role".into(), json!("assistant"));
-        m.insert(
-            "content".into(),
-            if text.is_empty() && !calls.is_empty() {
-                Value::Null
-            } else {
-                json!(text)
-            },
-        );
-        if !calls.is_empty() {
-            m.insert("tool_calls".into(), Value::Array(calls));
-        }
-        out.push(Value::Object(m));
+        out.push(MessageOut::Assistant {
+            content: (!text.is_empty() || calls.is_empty()).then_some(text),
+            role: "assistant",
+            tool_calls: calls,
+        });
         return;
     }
     if message.role == Role::System {
-        let text = crate::canonical::joined_text(&message.content);
-        out.push(json!({"role": "system", "content": text}));
+        out.push(MessageOut::Other {
+            content: ContentOut::Joined(crate::canonical::joined_text(&message.content)),
+            role: "system",
+        });
         return;
     }
     if !rest.is_empty() {
-        out.push(json!({"role": role, "content": text_or_parts(&rest)}));
+        out.push(MessageOut::Other {
+            content: text_or_parts(&rest),
+            role,
+        });
+    }
+}
+
+pub(super) fn call_out(call: &ToolCall) -> CallOut<'_> {
+    CallOut {
+        function: FunctionOut {
+            arguments: &call.arguments,
+            name: &call.name,
+        },
+        id: &call.id,
+        kind: "function",
     }
 }
 
 pub(super) fn encode_tool_call(call: &ToolCall) -> Value {
-    json!({
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    })
+    serde_json::to_value(call_out(call)).unwrap_or_default()
 }
 
 fn encode_tool(tool: &Tool) -> Value {
@@ -632,5 +741,119 @@ mod tests {
             ),
             Err(TranslateError::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn every_member_written_and_the_text_is_the_trees() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{\"q\":\"x\"}".into(),
+        };
+        let full = Request {
+            messages: vec![
+                Message::new(
+                    Role::System,
+                    vec![Block::Text("be ".into()), Block::Text("brief".into())],
+                ),
+                Message::new(
+                    Role::User,
+                    vec![
+                        Block::Text("look \"here\"\n".into()),
+                        Block::Image(ImageSource::Base64 {
+                            media_type: "image/png".into(),
+                            data: "AA".into(),
+                        }),
+                    ],
+                ),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        Block::Thinking {
+                            text: "hmm".into(),
+                            signature: None,
+                        },
+                        Block::ToolCall(call.clone()),
+                    ],
+                ),
+                Message::new(Role::Assistant, vec![Block::Text("done".into())]),
+                Message::new(Role::Assistant, vec![]),
+                Message::new(
+                    Role::User,
+                    vec![Block::ToolResult(ToolResult {
+                        call_id: "c1".into(),
+                        name: None,
+                        content: vec![Block::Text("42".into())],
+                        is_error: false,
+                    })],
+                ),
+            ],
+            sampling: Sampling {
+                temperature: Some(0.5),
+                top_p: Some(1.0),
+                top_k: Some(3),
+                presence_penalty: Some(-0.25),
+                frequency_penalty: Some(0.125),
+                seed: Some(-7),
+                stop: vec!["END".into(), "STOP".into()],
+            },
+            max_tokens: Some(64),
+            tools: vec![Tool {
+                name: "f".into(),
+                description: Some("find".into()),
+                parameters: Some(json!({"type": "object", "properties": {}})),
+                strict: Some(true),
+            }],
+            tool_choice: Some(ToolChoice::Function("f".into())),
+            parallel_tool_calls: Some(false),
+            response_format: Some(ResponseFormat::JsonObject),
+            reasoning: Some(Reasoning {
+                effort: Some("high".into()),
+                ..Reasoning::default()
+            }),
+            stream: true,
+            stream_usage: true,
+            user: Some("u-1".into()),
+            ..Request::new("up", vec![])
+        };
+        let tree = encode_request(&full);
+        assert_eq!(
+            tree,
+            json!({
+                "model": "up",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "look \"here\"\n"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"q\":\"x\"}"}}]},
+                    {"role": "assistant", "content": "done"},
+                    {"role": "tool", "tool_call_id": "c1", "content": "42"}
+                ],
+                "temperature": 0.5, "top_p": 1.0, "presence_penalty": -0.25,
+                "frequency_penalty": 0.125, "seed": -7, "stop": ["END", "STOP"],
+                "max_tokens": 64,
+                "tools": [{"type": "function", "function": {"name": "f", "description": "find",
+                           "parameters": {"type": "object", "properties": {}}, "strict": true}}],
+                "tool_choice": {"type": "function", "function": {"name": "f"}},
+                "parallel_tool_calls": false,
+                "response_format": {"type": "json_object"},
+                "reasoning_effort": "high",
+                "stream": true, "stream_options": {"include_usage": true},
+                "user": "u-1"
+            })
+        );
+        let bare = Request::new("m", vec![Message::text(Role::User, "hi")]);
+        assert_eq!(
+            encode_request(&bare),
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        );
+        for req in [&full, &bare] {
+            assert_eq!(
+                write_request(req),
+                crate::json::to_bytes(&encode_request(req))
+            );
+        }
     }
 }

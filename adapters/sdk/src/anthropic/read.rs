@@ -1,0 +1,272 @@
+//! A Messages request read typed into the canonical form, for translated
+//! calls (an Anthropic client, a vendor of another protocol), when it is a
+//! plain conversation: a model, turns of text (a string, or `text` blocks),
+//! a system prompt of the same, the sampling members, `max_tokens`,
+//! `stream` and `metadata.user_id`.
+//!
+//! Why: [`parse_request`](super::parse_request) reads a tree first (see
+//! [`crate::typed`]); for the usual request that tree was most of the
+//! request's translation in the guest.
+//!
+//! [`read_request`] gives what `parse_request` gives, or `None` (the caller
+//! then reads the tree): for tools, a tool choice, thinking, an output
+//! format or stop sequences (any of them present and not `null`); for a
+//! block that is not text, a role other than `user` or `assistant`; for a
+//! member of another type than the usual one, which the tree reading
+//! refuses with its own error or reads leniently (a `metadata` that is not
+//! an object); and for whatever [`crate::typed::object`] leaves to the tree.
+
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+use crate::canonical::{Block, Message, Request, Role, Sampling};
+use crate::typed::{self, Count, Str, Text};
+
+/// The request as [`parse_request`](super::parse_request) reads it, when
+/// it is a plain conversation (the module doc).
+pub fn read_request(body: &[u8]) -> Option<Request> {
+    let r: MessagesIn<'_> = typed::object(body)?;
+    let declined = r.tools.is_some()
+        || r.tool_choice.is_some()
+        || r.thinking.is_some()
+        || r.output_format.is_some()
+        || r.stop_sequences.is_some();
+    if declined {
+        return None;
+    }
+    // A count the tree reading refuses (a string, a fraction) is its error.
+    let strict = |c: Option<Count>| match c {
+        None => Some(None),
+        Some(Count(Some(n))) => Some(Some(n)),
+        Some(Count(None)) => None,
+    };
+    let mut messages = Vec::with_capacity(r.messages.as_ref().map_or(0, Vec::len) + 1);
+    if let Some(system) = r.system {
+        messages.push(system.message(Role::System));
+    }
+    for m in r.messages.unwrap_or_default() {
+        let role = match &*m.role? {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            _ => return None,
+        };
+        messages.push(m.content.message(role));
+    }
+    Some(Request {
+        model: r.model.map(Str::into_owned).unwrap_or_default(),
+        messages,
+        sampling: Sampling {
+            temperature: r.temperature,
+            top_p: r.top_p,
+            top_k: strict(r.top_k)?,
+            presence_penalty: None,
+            frequency_penalty: None,
+            seed: None,
+            stop: Vec::new(),
+        },
+        max_tokens: strict(r.max_tokens)?,
+        tools: Vec::new(),
+        tool_choice: None,
+        parallel_tool_calls: None,
+        response_format: None,
+        reasoning: None,
+        stream: r.stream.unwrap_or(false),
+        // The Messages protocol always reports usage.
+        stream_usage: true,
+        user: r.metadata.and_then(|m| m.user_id).map(Str::into_owned),
+    })
+}
+
+#[derive(Deserialize)]
+struct MessagesIn<'a> {
+    #[serde(default, borrow)]
+    model: Text<'a>,
+    #[serde(default, borrow)]
+    messages: Option<Vec<TurnIn<'a>>>,
+    #[serde(default, borrow)]
+    system: Option<ContentIn<'a>>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    top_k: Option<Count>,
+    #[serde(default)]
+    max_tokens: Option<Count>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default, borrow)]
+    metadata: Option<MetadataIn<'a>>,
+    // Members this reading leaves to the tree when present.
+    #[serde(default)]
+    tools: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_choice: Option<IgnoredAny>,
+    #[serde(default)]
+    thinking: Option<IgnoredAny>,
+    #[serde(default)]
+    output_format: Option<IgnoredAny>,
+    #[serde(default)]
+    stop_sequences: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct TurnIn<'a> {
+    #[serde(default, borrow)]
+    role: Text<'a>,
+    #[serde(borrow)]
+    content: ContentIn<'a>,
+}
+
+#[derive(Deserialize)]
+struct MetadataIn<'a> {
+    #[serde(default, borrow)]
+    user_id: Text<'a>,
+}
+
+/// A turn's content (or the system prompt): a string, or `text` blocks.
+/// Any other block, or a block without a string `type`, fails the reading.
+enum ContentIn<'a> {
+    Text(Str<'a>),
+    Blocks(Vec<Str<'a>>),
+}
+
+impl ContentIn<'_> {
+    fn message(self, role: Role) -> Message {
+        match self {
+            ContentIn::Text(t) => Message::text(role, t.into_owned()),
+            ContentIn::Blocks(texts) => Message::new(
+                role,
+                texts
+                    .into_iter()
+                    .map(|t| Block::Text(t.into_owned()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
+}
+
+struct ContentVisitor;
+
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = ContentIn<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string or text blocks")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<ContentIn<'de>, E> {
+        Ok(ContentIn::Text(Str(s.into())))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<ContentIn<'de>, E> {
+        Ok(ContentIn::Text(Str(s.to_owned().into())))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentIn<'de>, A::Error> {
+        let mut texts = Vec::new();
+        while let Some(block) = seq.next_element::<TextBlockIn<'de>>()? {
+            if &*block.kind != "text" {
+                return Err(de::Error::custom("not a text block"));
+            }
+            // A text block without a string `text` is empty text.
+            texts.push(block.text.unwrap_or(Str("".into())));
+        }
+        Ok(ContentIn::Blocks(texts))
+    }
+}
+
+#[derive(Deserialize)]
+struct TextBlockIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(default, borrow)]
+    text: Text<'a>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anthropic::parse_request;
+    use serde_json::{json, Value};
+
+    /// The typed reading against the tree reading, on one body.
+    fn same(body: &Value) -> Option<Request> {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let typed = read_request(&bytes);
+        if let Some(typed) = &typed {
+            assert_eq!(Ok(typed), parse_request(body).as_ref(), "{body}");
+        }
+        typed
+    }
+
+    #[test]
+    fn reads_plain_conversations_as_the_tree_does() {
+        let bodies = [
+            json!({"model": "claude", "max_tokens": 256,
+                   "messages": [{"role": "user", "content": "hello \"you\"\n"}]}),
+            json!({"model": "claude", "max_tokens": 16.0, "stream": true, "temperature": 1,
+                   "top_p": 0.5, "top_k": 3, "metadata": {"user_id": "u-1"},
+                   "system": "be brief", "service_tier": "auto",
+                   "messages": [{"role": "user", "content": [
+                                    {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+                                    {"type": "text"}]},
+                                {"role": "assistant", "content": "b"},
+                                {"role": "user", "content": []}]}),
+            json!({"system": [{"type": "text", "text": "s1"}, {"type": "text", "text": "s2"}],
+                   "messages": [], "tools": null, "thinking": null, "stop_sequences": null,
+                   "metadata": {"user_id": null}}),
+            json!({"model": null, "messages": null, "max_tokens": null, "stream": null,
+                   "metadata": null, "system": []}),
+            json!({}),
+        ];
+        for body in &bodies {
+            assert!(same(body).is_some(), "not read typed: {body}");
+        }
+    }
+
+    #[test]
+    fn leaves_to_the_tree_what_it_would_not_read_the_same() {
+        let turn = json!({"role": "user", "content": "x"});
+        let bodies = [
+            json!([turn]),
+            json!({"messages": [turn], "tools": []}),
+            json!({"messages": [turn], "tool_choice": {"type": "auto"}}),
+            json!({"messages": [turn], "thinking": {"type": "enabled", "budget_tokens": 2048}}),
+            json!({"messages": [turn], "output_format": {"type": "json_schema"}}),
+            json!({"messages": [turn], "stop_sequences": ["END"]}),
+            json!({"messages": [{"role": "system", "content": "x"}]}),
+            json!({"messages": [{"content": "x"}]}),
+            json!({"messages": [{"role": "user"}]}),
+            json!({"messages": [{"role": "user", "content": null}]}),
+            json!({"messages": [{"role": "user", "content": 5}]}),
+            json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}),
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}),
+            json!({"messages": [{"role": "user", "content": ["bare"]}]}),
+            json!({"messages": {"role": "user"}}),
+            json!({"messages": [turn], "max_tokens": "256"}),
+            json!({"messages": [turn], "max_tokens": 1.5}),
+            json!({"messages": [turn], "max_tokens": -1}),
+            json!({"messages": [turn], "top_k": true}),
+            json!({"messages": [turn], "temperature": "hot"}),
+            json!({"messages": [turn], "stream": "yes"}),
+            json!({"messages": [turn], "model": 4}),
+            json!({"messages": [turn], "system": {"text": "x"}}),
+            json!({"messages": [turn], "metadata": "u-1"}),
+            json!({"messages": [turn], "metadata": {"user_id": 7}}),
+        ];
+        for body in &bodies {
+            assert_eq!(same(body), None, "read typed: {body}");
+        }
+        let twice = br#"{"model": "a", "messages": [], "model": "b"}"#;
+        assert_eq!(read_request(twice), None);
+    }
+}
