@@ -1,7 +1,9 @@
 //! Small helpers on `serde_json` values that every adapter needs.
 //!
 //! Guests edit bodies as `Value`s rather than typed structs so that members
-//! this gateway does not know about pass through untouched.
+//! this gateway does not know about pass through untouched. A translation,
+//! which keeps only what the canonical form holds, reads its hot shapes
+//! typed instead where it can ([`crate::typed`]).
 
 use serde_json::{Map, Value};
 

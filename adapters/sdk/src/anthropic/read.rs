@@ -5,7 +5,7 @@
 //! `stream` and `metadata.user_id`.
 //!
 //! Why: [`parse_request`](super::parse_request) reads a tree first (see
-//! [`crate::typed`]); for the usual request that tree was most of the
+//! [`crate::typed`]), and building and dropping it was most of the
 //! request's translation in the guest.
 //!
 //! [`read_request`] gives what `parse_request` gives, or `None` (the caller
