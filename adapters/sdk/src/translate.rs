@@ -209,10 +209,12 @@ pub fn response(
         };
         return Ok(Finished { body, usage });
     }
-    // An OpenAI chat answer is read typed when it can be (see
-    // `openai_chat::read_response`): the same answer, without its tree.
+    // An OpenAI chat or Anthropic answer is read typed when it can be (see
+    // `openai_chat::read_response`, `anthropic::read_response`): the same
+    // answer, without its tree.
     let typed = match vendor {
         Protocol::OpenaiChat => openai_chat::read_response(body),
+        Protocol::AnthropicMessages => anthropic::read_response(body),
         _ => None,
     };
     let resp = match typed {
@@ -226,10 +228,11 @@ pub fn response(
         }
     };
     let meta = meta(ctx, state);
-    // An Anthropic client's answer is written straight from the canonical
-    // form (`anthropic::write_response`: the same text, without the tree).
+    // An Anthropic or OpenAI chat client's answer is written straight from
+    // the canonical form (`write_response`: the same text, without the tree).
     let body = match client {
         Protocol::AnthropicMessages => anthropic::write_response(&resp, &meta),
+        Protocol::OpenaiChat => openai_chat::write_response(&resp, &meta),
         _ => to_bytes(&encode_client(client, &resp, &meta)?),
     };
     Ok(Finished {

@@ -17,7 +17,7 @@ mod response;
 mod stream;
 
 pub use passthrough::{finish_response, prepare_request, StreamRelay};
-pub use read::read_request;
+pub use read::{read_request, read_response};
 pub use request::{encode_request, parse_request};
 pub use response::{encode_response, parse_response, parse_usage, write_response};
 pub use stream::{StreamEncoder, StreamParser};

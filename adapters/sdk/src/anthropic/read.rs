@@ -1,6 +1,6 @@
-//! A Messages request read typed into the canonical form, for translated
-//! calls (an Anthropic client, a vendor of another protocol), when it is a
-//! plain conversation: a model, turns of text (a string, or `text` blocks),
+//! Anthropic bodies read typed into the canonical form, for translated
+//! calls. A Messages request (an Anthropic client, a vendor of another
+//! protocol), when it is a plain conversation: a model, turns of text (a string, or `text` blocks),
 //! a system prompt of the same, the sampling members, `max_tokens`,
 //! `stream` and `metadata.user_id`.
 //!
@@ -15,12 +15,20 @@
 //! member of another type than the usual one, which the tree reading
 //! refuses with its own error or reads leniently (a `metadata` that is not
 //! an object); and for whatever [`crate::typed::object`] leaves to the tree.
+//!
+//! [`read_response`] does the same for a `message` answer (an OpenAI client,
+//! an Anthropic vendor), and gives `None` for an error in disguise (`type`
+//! `error`), an answer without a `content` array, a block that is not an
+//! object or has a member of another type than the usual one, a `usage`
+//! that is not an object, and what `typed::object` leaves to the tree.
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::Value;
 use std::fmt;
 
-use crate::canonical::{Block, Message, Request, Role, Sampling};
+use super::finish_reason_from;
+use crate::canonical::{Block, Message, Request, Response, Role, Sampling, ToolCall, Usage};
 use crate::typed::{self, Count, Str, Text};
 
 /// The request as [`parse_request`](super::parse_request) reads it, when
@@ -191,6 +199,130 @@ struct TextBlockIn<'a> {
     text: Text<'a>,
 }
 
+/// The answer as [`parse_response`](super::parse_response) reads it (the
+/// module doc says when it gives `None`).
+pub fn read_response(body: &[u8]) -> Option<Response> {
+    let m: AnswerIn<'_> = typed::object(body)?;
+    if m.kind.as_deref() == Some("error") {
+        return None;
+    }
+    let mut content = Vec::with_capacity(m.content.len());
+    for b in m.content {
+        let text = |t: Text<'_>| t.map(Str::into_owned).unwrap_or_default();
+        match b.kind.as_deref() {
+            Some("text") => content.push(Block::Text(text(b.text))),
+            Some("thinking") => content.push(Block::Thinking {
+                text: text(b.thinking),
+                signature: b.signature.filter(|s| !s.is_empty()).map(Str::into_owned),
+            }),
+            Some("redacted_thinking") => content.push(Block::RedactedThinking(text(b.data))),
+            Some("tool_use") => content.push(Block::ToolCall(ToolCall {
+                id: text(b.id),
+                name: text(b.name),
+                arguments: match b.input {
+                    Member::Present(input) => input.to_string(),
+                    Member::Absent => "{}".to_owned(),
+                },
+            })),
+            // Server tool blocks and citations mean nothing to other protocols.
+            _ => {}
+        }
+    }
+    let stop_sequence = m.stop_sequence.as_deref();
+    Some(Response {
+        id: m.id.map(Str::into_owned),
+        model: m.model.map(Str::into_owned),
+        created: None,
+        finish: m
+            .stop_reason
+            .as_deref()
+            .map(|r| finish_reason_from(r, stop_sequence)),
+        content,
+        usage: m.usage.map(AnthropicUsageIn::canonical),
+    })
+}
+
+#[derive(Deserialize)]
+struct AnswerIn<'a> {
+    #[serde(borrow)]
+    content: Vec<AnswerBlockIn<'a>>,
+    #[serde(default, rename = "type", borrow)]
+    kind: Text<'a>,
+    #[serde(default, borrow)]
+    id: Text<'a>,
+    #[serde(default, borrow)]
+    model: Text<'a>,
+    #[serde(default, borrow)]
+    stop_reason: Text<'a>,
+    #[serde(default, borrow)]
+    stop_sequence: Text<'a>,
+    #[serde(default)]
+    usage: Option<AnthropicUsageIn>,
+}
+
+#[derive(Deserialize)]
+struct AnswerBlockIn<'a> {
+    #[serde(default, rename = "type", borrow)]
+    kind: Text<'a>,
+    #[serde(default, borrow)]
+    text: Text<'a>,
+    #[serde(default, borrow)]
+    thinking: Text<'a>,
+    #[serde(default, borrow)]
+    signature: Text<'a>,
+    #[serde(default, borrow)]
+    data: Text<'a>,
+    #[serde(default, borrow)]
+    id: Text<'a>,
+    #[serde(default, borrow)]
+    name: Text<'a>,
+    #[serde(default)]
+    input: Member,
+}
+
+/// A member that may be missing, where `null` is a value (an `Option`
+/// would read `null` as missing).
+#[derive(Default)]
+enum Member {
+    #[default]
+    Absent,
+    Present(Value),
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(Member::Present)
+    }
+}
+
+#[derive(Deserialize)]
+struct AnthropicUsageIn {
+    #[serde(default)]
+    input_tokens: Option<Count>,
+    #[serde(default)]
+    output_tokens: Option<Count>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<Count>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<Count>,
+}
+
+impl AnthropicUsageIn {
+    /// What [`parse_usage`](super::parse_usage) makes of the same object.
+    fn canonical(self) -> Usage {
+        let count = |c: Option<Count>| c.and_then(|c| c.0).unwrap_or(0);
+        let read = count(self.cache_read_input_tokens);
+        let write = count(self.cache_creation_input_tokens);
+        Usage {
+            input_tokens: count(self.input_tokens) + read + write,
+            output_tokens: count(self.output_tokens),
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            reasoning_tokens: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +400,68 @@ mod tests {
         }
         let twice = br#"{"model": "a", "messages": [], "model": "b"}"#;
         assert_eq!(read_request(twice), None);
+    }
+
+    /// The typed reading of an answer against the tree reading.
+    fn same_answer(body: &Value) -> Option<Response> {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let typed = read_response(&bytes);
+        if let Some(typed) = &typed {
+            assert_eq!(
+                Ok(typed),
+                crate::anthropic::parse_response(body).as_ref(),
+                "{body}"
+            );
+        }
+        typed
+    }
+
+    #[test]
+    fn reads_answers_as_the_tree_does() {
+        let bodies = [
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+                   "content": [{"type": "text", "text": "hi \"there\"\n", "citations": null}],
+                   "stop_reason": "end_turn", "stop_sequence": null,
+                   "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 10,
+                             "cache_creation_input_tokens": 2, "service_tier": "standard"}}),
+            json!({"content": [
+                       {"type": "thinking", "thinking": "t", "signature": "s"},
+                       {"type": "thinking", "thinking": "u", "signature": ""},
+                       {"type": "redacted_thinking", "data": "opaque"},
+                       {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"b": 1, "a": [2]}},
+                       {"type": "tool_use", "id": "toolu_2", "name": "g"},
+                       {"type": "tool_use", "id": "toolu_3", "name": "h", "input": null},
+                       {"type": "server_tool_use", "id": "srv", "name": "web_search", "input": {"q": "x"}},
+                       {"type": "web_search_tool_result", "tool_use_id": "srv", "content": []},
+                       {"type": "text"}],
+                   "stop_reason": "stop_sequence", "stop_sequence": "END", "usage": null}),
+            json!({"content": [], "stop_reason": "pause_turn", "usage": {"output_tokens": 2.0, "input_tokens": "x"}}),
+            json!({"content": [{"text": "no type"}], "type": null}),
+        ];
+        for body in &bodies {
+            assert!(same_answer(body).is_some(), "not read typed: {body}");
+        }
+    }
+
+    #[test]
+    fn leaves_to_the_tree_answers_it_would_not_read_the_same() {
+        let bodies = [
+            json!([{"content": []}]),
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+            json!({"type": "error", "content": []}),
+            json!({"content": "text"}),
+            json!({"id": "msg"}),
+            json!({"content": ["bare"]}),
+            json!({"content": [{"type": 5}]}),
+            json!({"content": [{"type": "text", "text": ["parts"]}]}),
+            json!({"content": [{"type": "tool_use", "name": {"n": 1}}]}),
+            json!({"content": [], "usage": 5}),
+            json!({"content": [], "usage": {"input_tokens": [1]}}),
+            json!({"content": [], "stop_reason": 1}),
+            json!({"content": [], "model": false}),
+        ];
+        for body in &bodies {
+            assert_eq!(same_answer(body), None, "read typed: {body}");
+        }
     }
 }

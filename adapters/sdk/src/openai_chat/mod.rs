@@ -15,6 +15,6 @@ mod usage;
 pub use answer::read_response;
 pub use names::{finish_reason_from, finish_reason_name, role_from};
 pub use request::{encode_request, parse_request, write_request};
-pub use response::{encode_response, parse_response};
+pub use response::{encode_response, parse_response, write_response};
 pub use stream::{StreamEncoder, StreamParser};
 pub use usage::{encode_usage, ensure_usage_details, parse_usage};

@@ -547,10 +547,6 @@ pub(super) fn call_out(call: &ToolCall) -> CallOut<'_> {
     }
 }
 
-pub(super) fn encode_tool_call(call: &ToolCall) -> Value {
-    serde_json::to_value(call_out(call)).unwrap_or_default()
-}
-
 fn encode_tool(tool: &Tool) -> Value {
     let mut function = Map::new();
     function.insert("name".into(), json!(tool.name));

@@ -1,8 +1,9 @@
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::names::{finish_reason_from, finish_reason_name};
-use super::request::encode_tool_call;
-use super::usage::{encode_usage, parse_usage};
+use super::request::{call_out, CallOut};
+use super::usage::{parse_usage, UsageOut};
 use crate::canonical::{Block, Meta, Response, ToolCall};
 use crate::json::{count_member, str_member};
 use crate::TranslateError;
@@ -71,73 +72,86 @@ pub fn parse_response(body: &Value) -> Result<Response, TranslateError> {
 
 /// Writes a `chat.completion` body (spec §2.8) with one choice.
 pub fn encode_response(response: &Response, meta: &Meta) -> Value {
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    let text: String = response
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::Text(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect();
-    let thinking: String = response
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::Thinking { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let calls: Vec<Value> = response
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::ToolCall(c) => Some(encode_tool_call(c)),
-            _ => None,
-        })
-        .collect();
-    message.insert(
-        "content".into(),
-        if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        },
-    );
-    if !thinking.is_empty() {
-        message.insert("reasoning_content".into(), json!(thinking));
+    serde_json::to_value(completion_out(response, meta)).unwrap_or_default()
+}
+
+/// [`encode_response`]'s body as JSON text, written without building the
+/// tree first (the same text `json::to_bytes` makes of the tree): what a
+/// translated answer sends.
+pub fn write_response(response: &Response, meta: &Meta) -> Vec<u8> {
+    // Serialising these types cannot fail (every key is a string).
+    serde_json::to_vec(&completion_out(response, meta)).unwrap_or_default()
+}
+
+/// A `chat.completion` body, members by name (as a `Value` keeps them).
+#[derive(Serialize)]
+struct CompletionOut<'a> {
+    choices: [ChoiceOut<'a>; 1],
+    created: u64,
+    id: String,
+    model: &'a str,
+    object: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<UsageOut>,
+}
+
+#[derive(Serialize)]
+struct ChoiceOut<'a> {
+    finish_reason: Option<String>,
+    index: u32,
+    /// Always `null`.
+    logprobs: (),
+    message: MessageOut<'a>,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    /// `null` when the answer is only tool calls.
+    content: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    reasoning_content: String,
+    role: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<CallOut<'a>>,
+}
+
+fn completion_out<'a>(response: &'a Response, meta: &'a Meta) -> CompletionOut<'a> {
+    let mut text = String::new();
+    let mut thinking = String::new();
+    let mut tool_calls = Vec::new();
+    for b in &response.content {
+        match b {
+            Block::Text(t) => text.push_str(t),
+            Block::Thinking { text, .. } => thinking.push_str(text),
+            Block::ToolCall(c) => tool_calls.push(call_out(c)),
+            _ => {}
+        }
     }
-    if !calls.is_empty() {
-        message.insert("tool_calls".into(), Value::Array(calls));
+    CompletionOut {
+        choices: [ChoiceOut {
+            finish_reason: response.finish.as_ref().map(finish_reason_name),
+            index: 0,
+            logprobs: (),
+            message: MessageOut {
+                content: (!text.is_empty() || tool_calls.is_empty()).then_some(text),
+                reasoning_content: thinking,
+                role: "assistant",
+                tool_calls,
+            },
+        }],
+        created: response.created.unwrap_or(meta.created),
+        id: meta.id("chatcmpl-"),
+        model: &meta.model,
+        object: "chat.completion",
+        usage: response.usage.as_ref().map(UsageOut::of),
     }
-    let mut out = Map::new();
-    out.insert("id".into(), json!(meta.id("chatcmpl-")));
-    out.insert("object".into(), json!("chat.completion"));
-    out.insert(
-        "created".into(),
-        json!(response.created.unwrap_or(meta.created)),
-    );
-    out.insert("model".into(), json!(meta.model));
-    out.insert(
-        "choices".into(),
-        json!([{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": response.finish.as_ref().map(finish_reason_name),
-        }]),
-    );
-    if let Some(usage) = &response.usage {
-        out.insert("usage".into(), encode_usage(usage));
-    }
-    Value::Object(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::canonical::{FinishReason, Usage};
+    use serde_json::json;
 
     fn meta() -> Meta {
         Meta {
@@ -195,5 +209,81 @@ mod tests {
                 Err(TranslateError::UpstreamFormat(_))
             ));
         }
+    }
+
+    #[test]
+    fn the_written_text_is_the_trees() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: "{\"q\":1}".into(),
+        };
+        let answers = [
+            Response::default(),
+            Response {
+                id: Some("up".into()),
+                created: Some(9),
+                content: vec![
+                    Block::Thinking {
+                        text: "why".into(),
+                        signature: Some("sig".into()),
+                    },
+                    Block::Text("say \"hi\"\n".into()),
+                    Block::Text(" and more".into()),
+                    Block::ToolCall(call.clone()),
+                ],
+                finish: Some(crate::canonical::FinishReason::ToolCalls),
+                usage: Some(crate::canonical::Usage {
+                    input_tokens: 30,
+                    output_tokens: 5,
+                    cache_read_tokens: 10,
+                    cache_write_tokens: 2,
+                    reasoning_tokens: 1,
+                }),
+                ..Response::default()
+            },
+            Response {
+                content: vec![Block::ToolCall(call)],
+                finish: Some(crate::canonical::FinishReason::Other("paused".into())),
+                usage: Some(crate::canonical::Usage::default()),
+                ..Response::default()
+            },
+        ];
+        for r in &answers {
+            let tree = encode_response(r, &meta());
+            assert_eq!(
+                write_response(r, &meta()),
+                crate::json::to_bytes(&tree),
+                "{tree}"
+            );
+        }
+        assert_eq!(
+            encode_response(&answers[1], &meta()),
+            json!({"id": "chatcmpl-req_1", "object": "chat.completion", "created": 9, "model": "client",
+                   "choices": [{"index": 0, "logprobs": null, "finish_reason": "tool_calls",
+                                "message": {"role": "assistant", "content": "say \"hi\"\n and more",
+                                            "reasoning_content": "why",
+                                            "tool_calls": [{"id": "c1", "type": "function",
+                                                            "function": {"name": "f", "arguments": "{\"q\":1}"}}]}}],
+                   "usage": {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35,
+                             "prompt_tokens_details": {"cached_tokens": 10, "cache_write_tokens": 2},
+                             "completion_tokens_details": {"reasoning_tokens": 1}}})
+        );
+        assert_eq!(
+            encode_response(&answers[2], &meta()),
+            json!({"id": "chatcmpl-req_1", "object": "chat.completion", "created": 5, "model": "client",
+                   "choices": [{"index": 0, "logprobs": null, "finish_reason": "paused",
+                                "message": {"role": "assistant", "content": null,
+                                            "tool_calls": [{"id": "c1", "type": "function",
+                                                            "function": {"name": "f", "arguments": "{\"q\":1}"}}]}}],
+                   "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+                             "prompt_tokens_details": {"cached_tokens": 0},
+                             "completion_tokens_details": {"reasoning_tokens": 0}}})
+        );
+        assert_eq!(
+            encode_response(&answers[0], &meta())["choices"][0],
+            json!({"index": 0, "logprobs": null, "finish_reason": null,
+                   "message": {"role": "assistant", "content": ""}})
+        );
     }
 }

@@ -1,3 +1,4 @@
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::canonical::Usage;
@@ -31,17 +32,51 @@ pub fn parse_usage(value: &Value) -> Option<Usage> {
 /// `prompt_tokens_details.cache_write_tokens` (inside `prompt_tokens`, like
 /// every other part), which OpenAI-compatible clients ignore if unknown.
 pub fn encode_usage(usage: &Usage) -> Value {
-    let mut prompt_details = json!({"cached_tokens": usage.cache_read_tokens});
-    if usage.cache_write_tokens > 0 {
-        prompt_details["cache_write_tokens"] = json!(usage.cache_write_tokens);
+    serde_json::to_value(UsageOut::of(usage)).unwrap_or_default()
+}
+
+/// An OpenAI `usage` object, members by name (as a `Value` keeps them), so
+/// the typed and the tree writing give the same text.
+#[derive(Serialize)]
+pub(super) struct UsageOut {
+    completion_tokens: u64,
+    completion_tokens_details: CompletionDetailsOut,
+    prompt_tokens: u64,
+    prompt_tokens_details: PromptDetailsOut,
+    total_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct CompletionDetailsOut {
+    reasoning_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct PromptDetailsOut {
+    #[serde(skip_serializing_if = "is_zero")]
+    cache_write_tokens: u64,
+    cached_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl UsageOut {
+    pub(super) fn of(usage: &Usage) -> Self {
+        UsageOut {
+            completion_tokens: usage.output_tokens,
+            completion_tokens_details: CompletionDetailsOut {
+                reasoning_tokens: usage.reasoning_tokens,
+            },
+            prompt_tokens: usage.input_tokens,
+            prompt_tokens_details: PromptDetailsOut {
+                cache_write_tokens: usage.cache_write_tokens,
+                cached_tokens: usage.cache_read_tokens,
+            },
+            total_tokens: usage.total_tokens(),
+        }
     }
-    json!({
-        "prompt_tokens": usage.input_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens(),
-        "prompt_tokens_details": prompt_details,
-        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-    })
 }
 
 /// Adds `prompt_tokens_details.cached_tokens` and
