@@ -158,10 +158,12 @@ pub fn request(
             other => Err(not_chat(other)),
         };
     }
-    // An Anthropic client's plain conversation is read typed when it can
-    // be (see `anthropic::read_request`): the same request, without its tree.
+    // An Anthropic or OpenAI chat client's plain conversation is read typed
+    // when it can be (see `anthropic::read_request`,
+    // `openai_chat::read_request`): the same request, without its tree.
     let typed = match client {
         Protocol::AnthropicMessages => anthropic::read_request(body),
+        Protocol::OpenaiChat => openai_chat::read_request(body),
         _ => None,
     };
     let mut req = match typed {

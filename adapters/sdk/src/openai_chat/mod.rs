@@ -5,15 +5,15 @@
 //! counters sent as floats, `reasoning` for `reasoning_content`) and strict
 //! where a wrong guess would change meaning (a message without a known role).
 
-mod answer;
 mod names;
+mod read;
 mod request;
 mod response;
 mod stream;
 mod usage;
 
-pub use answer::read_response;
 pub use names::{finish_reason_from, finish_reason_name, role_from};
+pub use read::{read_request, read_response};
 pub use request::{encode_request, parse_request, write_request};
 pub use response::{encode_response, parse_response, write_response};
 pub use stream::{StreamEncoder, StreamParser};
