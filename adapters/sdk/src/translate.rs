@@ -64,14 +64,15 @@ fn encode_vendor(p: Protocol, req: &Request, ctx: &RequestCtx) -> Result<Value, 
         Protocol::OpenaiChat => openai_chat::encode_request(req),
         Protocol::OpenaiCompletions => openai_completions::encode_request(req),
         Protocol::OpenaiResponses => openai_responses::encode_request(req),
-        Protocol::AnthropicMessages => {
-            let default =
-                crate::vendor::option(ctx, "default_max_tokens").and_then(|v| v.parse().ok());
-            anthropic::encode_request(req, default)
-        }
+        Protocol::AnthropicMessages => anthropic::encode_request(req, default_max_tokens(ctx)),
         Protocol::Gemini => gemini::encode_request(req),
         other => return Err(not_chat(other)),
     })
+}
+
+/// The channel's `default_max_tokens` option, for vendors that need one.
+fn default_max_tokens(ctx: &RequestCtx) -> Option<u64> {
+    crate::vendor::option(ctx, "default_max_tokens").and_then(|v| v.parse().ok())
 }
 
 fn parse_vendor(p: Protocol, body: &Value, ctx: &RequestCtx) -> Result<Response, TranslateError> {
@@ -172,10 +173,11 @@ pub fn request(
     };
     req.model = ctx.upstream_model.clone();
     req.stream = ctx.stream;
-    // An OpenAI chat request is written straight from the canonical form
-    // (`openai_chat::write_request`: the same text, without the tree).
+    // An OpenAI chat or Anthropic request is written straight from the
+    // canonical form (`write_request`: the same text, without the tree).
     let body = match vendor {
         Protocol::OpenaiChat => openai_chat::write_request(&req),
+        Protocol::AnthropicMessages => anthropic::write_request(&req, default_max_tokens(ctx)),
         _ => to_bytes(&encode_vendor(vendor, &req, ctx)?),
     };
     Ok(Prepared {

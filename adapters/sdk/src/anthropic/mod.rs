@@ -18,7 +18,7 @@ mod stream;
 
 pub use passthrough::{finish_response, prepare_request, StreamRelay};
 pub use read::{read_request, read_response};
-pub use request::{encode_request, parse_request};
+pub use request::{encode_request, parse_request, write_request};
 pub use response::{encode_response, parse_response, parse_usage, write_response};
 pub use stream::{StreamEncoder, StreamParser};
 

@@ -1,3 +1,4 @@
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::{DEFAULT_MAX_TOKENS, MIN_THINKING_BUDGET};
@@ -241,8 +242,130 @@ fn parse_block(block: &Value, role: Role) -> Result<Block> {
 ///   the client's budget or one for its effort (at least 1024, and below
 ///   `max_tokens`, which is raised when it is not above the budget).
 pub fn encode_request(request: &Request, default_max_tokens: Option<u64>) -> Value {
-    let mut out = Map::new();
-    out.insert("model".into(), json!(request.model));
+    serde_json::to_value(request_out(request, default_max_tokens)).unwrap_or_default()
+}
+
+/// [`encode_request`]'s body as JSON text, written without building the
+/// tree first (the same text `json::to_bytes` makes of the tree): what a
+/// translated request sends.
+pub fn write_request(request: &Request, default_max_tokens: Option<u64>) -> Vec<u8> {
+    // Serialising these types cannot fail (every key is a string).
+    serde_json::to_vec(&request_out(request, default_max_tokens)).unwrap_or_default()
+}
+
+/// A Messages request body, members by name (as a `Value` keeps them); a
+/// member that is `None` (or empty) is not written.
+#[derive(Serialize)]
+struct RequestOut<'a> {
+    max_tokens: u64,
+    messages: Vec<TurnOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<MetadataOut<'a>>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct MetadataOut<'a> {
+    user_id: &'a str,
+}
+
+#[derive(Serialize)]
+struct TurnOut<'a> {
+    content: Vec<BlockOut<'a>>,
+    role: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ThinkingOut {
+    Disabled {
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Enabled {
+        budget_tokens: u64,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+/// One content block of a turn, members by name.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BlockOut<'a> {
+    Text {
+        text: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Image {
+        source: SourceOut<'a>,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Thinking {
+        signature: &'a str,
+        thinking: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Redacted {
+        data: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    ToolUse {
+        id: &'a str,
+        input: Value,
+        name: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    ToolResult {
+        content: Vec<BlockOut<'a>>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        tool_use_id: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum SourceOut<'a> {
+    Base64 {
+        data: &'a str,
+        media_type: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    Url {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        url: &'a str,
+    },
+}
+
+fn request_out(request: &Request, default_max_tokens: Option<u64>) -> RequestOut<'_> {
     let system: Vec<&str> = request
         .messages
         .iter()
@@ -253,87 +376,68 @@ pub fn encode_request(request: &Request, default_max_tokens: Option<u64>) -> Val
             _ => None,
         })
         .collect();
-    if !system.is_empty() {
-        out.insert("system".into(), json!(system.join("\n\n")));
-    }
-    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<TurnOut<'_>> = Vec::new();
     for m in request.messages.iter().filter(|m| m.role != Role::System) {
         let role = if m.role == Role::Assistant {
             "assistant"
         } else {
             "user"
         };
-        let blocks: Vec<Value> = m.content.iter().filter_map(encode_block).collect();
+        let blocks: Vec<BlockOut<'_>> = m.content.iter().filter_map(block_out).collect();
         if blocks.is_empty() {
             continue;
         }
         match messages.last_mut() {
-            Some((r, content)) if *r == role => content.extend(blocks),
-            _ => messages.push((role, blocks)),
+            Some(turn) if turn.role == role => turn.content.extend(blocks),
+            _ => messages.push(TurnOut {
+                content: blocks,
+                role,
+            }),
         }
     }
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|(role, mut content)| {
-            // Tool results first in their turn, as the protocol requires.
-            content.sort_by_key(|b| b["type"] != "tool_result");
-            json!({"role": role, "content": content})
-        })
-        .collect();
-    out.insert("messages".into(), Value::Array(messages));
+    for turn in &mut messages {
+        // Tool results first in their turn, as the protocol requires.
+        turn.content
+            .sort_by_key(|b| !matches!(b, BlockOut::ToolResult { .. }));
+    }
     let mut max_tokens = request
         .max_tokens
         .or(default_max_tokens)
         .unwrap_or(DEFAULT_MAX_TOKENS);
+    let mut thinking = None;
     if let Some(r) = &request.reasoning {
         if r.enabled == Some(false) {
-            out.insert("thinking".into(), json!({"type": "disabled"}));
+            thinking = Some(ThinkingOut::Disabled { kind: "disabled" });
         } else if r.wanted() {
             let budget = r.budget_or(2048).max(MIN_THINKING_BUDGET);
             if max_tokens <= budget {
                 max_tokens += budget;
             }
-            out.insert(
-                "thinking".into(),
-                json!({"type": "enabled", "budget_tokens": budget}),
-            );
+            thinking = Some(ThinkingOut::Enabled {
+                budget_tokens: budget,
+                kind: "enabled",
+            });
         }
     }
-    out.insert("max_tokens".into(), json!(max_tokens));
     let s = &request.sampling;
-    if let Some(t) = s.temperature {
-        out.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = s.top_p {
-        out.insert("top_p".into(), json!(p));
-    }
-    if let Some(k) = s.top_k {
-        out.insert("top_k".into(), json!(k));
-    }
-    if !s.stop.is_empty() {
-        out.insert("stop_sequences".into(), json!(s.stop));
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                let mut tool = Map::new();
-                tool.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    tool.insert("description".into(), json!(d));
-                }
-                tool.insert(
-                    "input_schema".into(),
-                    t.parameters
-                        .clone()
-                        .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                );
-                Value::Object(tool)
-            })
-            .collect();
-        out.insert("tools".into(), Value::Array(tools));
-    }
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| {
+            let mut tool = Map::new();
+            tool.insert("name".into(), json!(t.name));
+            if let Some(d) = &t.description {
+                tool.insert("description".into(), json!(d));
+            }
+            tool.insert(
+                "input_schema".into(),
+                t.parameters
+                    .clone()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            );
+            Value::Object(tool)
+        })
+        .collect();
     let mut choice = match &request.tool_choice {
         None => None,
         Some(ToolChoice::Auto) => Some(json!({"type": "auto"})),
@@ -347,58 +451,80 @@ pub fn encode_request(request: &Request, default_max_tokens: Option<u64>) -> Val
             c["disable_parallel_tool_use"] = json!(true);
         }
     }
-    if let Some(c) = choice {
-        out.insert("tool_choice".into(), c);
+    RequestOut {
+        max_tokens,
+        messages,
+        metadata: request
+            .user
+            .as_deref()
+            .map(|user_id| MetadataOut { user_id }),
+        model: &request.model,
+        stop_sequences: &s.stop,
+        stream: request.stream.then_some(true),
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        temperature: s.temperature,
+        thinking,
+        tool_choice: choice,
+        tools,
+        top_k: s.top_k,
+        top_p: s.top_p,
     }
-    if let Some(user) = &request.user {
-        out.insert("metadata".into(), json!({"user_id": user}));
-    }
-    if request.stream {
-        out.insert("stream".into(), json!(true));
-    }
-    Value::Object(out)
 }
 
-fn encode_image(i: &ImageSource) -> Value {
-    match i {
-        ImageSource::Base64 { media_type, data } => json!({"type": "image", "source":
-            {"type": "base64", "media_type": media_type, "data": data}}),
-        ImageSource::Url(url) => json!({"type": "image", "source": {"type": "url", "url": url}}),
+fn image_out(i: &ImageSource) -> BlockOut<'_> {
+    BlockOut::Image {
+        source: match i {
+            ImageSource::Base64 { media_type, data } => SourceOut::Base64 {
+                data,
+                media_type,
+                kind: "base64",
+            },
+            ImageSource::Url(url) => SourceOut::Url { kind: "url", url },
+        },
+        kind: "image",
     }
 }
 
-fn encode_block(b: &Block) -> Option<Value> {
+fn block_out(b: &Block) -> Option<BlockOut<'_>> {
     Some(match b {
         Block::Text(t) if t.is_empty() => return None,
-        Block::Text(t) => json!({"type": "text", "text": t}),
-        Block::Image(i) => encode_image(i),
+        Block::Text(text) => BlockOut::Text { text, kind: "text" },
+        Block::Image(i) => image_out(i),
         Block::Thinking {
             text,
             signature: Some(sig),
-        } => json!({"type": "thinking", "thinking": text, "signature": sig}),
+        } => BlockOut::Thinking {
+            signature: sig,
+            thinking: text,
+            kind: "thinking",
+        },
         Block::Thinking {
             signature: None, ..
         } => return None,
-        Block::RedactedThinking(data) => json!({"type": "redacted_thinking", "data": data}),
-        Block::ToolCall(c) => json!({"type": "tool_use", "id": c.id, "name": c.name,
-            "input": arguments_object(&c.arguments)}),
-        Block::ToolResult(r) => {
-            let content: Vec<Value> = r
+        Block::RedactedThinking(data) => BlockOut::Redacted {
+            data,
+            kind: "redacted_thinking",
+        },
+        Block::ToolCall(c) => BlockOut::ToolUse {
+            id: &c.id,
+            input: arguments_object(&c.arguments),
+            name: &c.name,
+            kind: "tool_use",
+        },
+        Block::ToolResult(r) => BlockOut::ToolResult {
+            content: r
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    Block::Text(t) => Some(json!({"type": "text", "text": t})),
-                    Block::Image(i) => Some(encode_image(i)),
+                    Block::Text(text) => Some(BlockOut::Text { text, kind: "text" }),
+                    Block::Image(i) => Some(image_out(i)),
                     _ => None,
                 })
-                .collect();
-            let mut out =
-                json!({"type": "tool_result", "tool_use_id": r.call_id, "content": content});
-            if r.is_error {
-                out["is_error"] = json!(true);
-            }
-            out
-        }
+                .collect(),
+            is_error: r.is_error,
+            tool_use_id: &r.call_id,
+            kind: "tool_result",
+        },
     })
 }
 
@@ -527,5 +653,135 @@ mod tests {
             ),
             Err(TranslateError::Unsupported(_))
         ));
+    }
+
+    #[test]
+    fn every_member_written_and_the_text_is_the_trees() {
+        let result = |id: &str, text: &str, is_error: bool| {
+            Block::ToolResult(ToolResult {
+                call_id: id.into(),
+                name: None,
+                content: vec![
+                    Block::Text(text.into()),
+                    Block::Image(ImageSource::Url("https://i/x.png".into())),
+                ],
+                is_error,
+            })
+        };
+        let full = Request {
+            messages: vec![
+                Message::text(Role::System, "be brief"),
+                Message::text(Role::System, "and kind"),
+                Message::new(
+                    Role::User,
+                    vec![
+                        Block::Text("look \"here\"\n".into()),
+                        Block::Text(String::new()),
+                        Block::Image(ImageSource::Base64 {
+                            media_type: "image/png".into(),
+                            data: "AA".into(),
+                        }),
+                    ],
+                ),
+                Message::new(
+                    Role::Assistant,
+                    vec![
+                        Block::Thinking {
+                            text: "signed".into(),
+                            signature: Some("sig".into()),
+                        },
+                        Block::Thinking {
+                            text: "unsigned".into(),
+                            signature: None,
+                        },
+                        Block::RedactedThinking("opaque".into()),
+                        Block::ToolCall(ToolCall {
+                            id: "toolu_1".into(),
+                            name: "f".into(),
+                            arguments: "{\"b\":1,\"a\":2}".into(),
+                        }),
+                    ],
+                ),
+                Message::new(Role::Tool, vec![result("toolu_1", "42", false)]),
+                Message::new(
+                    Role::User,
+                    vec![Block::Text("and?".into()), result("toolu_2", "boom", true)],
+                ),
+            ],
+            sampling: Sampling {
+                temperature: Some(0.5),
+                top_p: Some(0.9),
+                top_k: Some(3),
+                stop: vec!["END".into()],
+                ..Sampling::default()
+            },
+            max_tokens: Some(100),
+            tools: vec![Tool {
+                name: "f".into(),
+                description: Some("find".into()),
+                parameters: None,
+                strict: None,
+            }],
+            tool_choice: Some(ToolChoice::Required),
+            parallel_tool_calls: Some(false),
+            reasoning: Some(Reasoning {
+                enabled: Some(true),
+                budget_tokens: Some(2000),
+                ..Reasoning::default()
+            }),
+            stream: true,
+            user: Some("u-1".into()),
+            ..Request::new("claude", vec![])
+        };
+        let tree = encode_request(&full, None);
+        let image = json!({"type": "image", "source": {"type": "url", "url": "https://i/x.png"}});
+        assert_eq!(
+            tree,
+            json!({
+                "model": "claude",
+                "system": "be brief\n\nand kind",
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "look \"here\"\n"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "signed", "signature": "sig"},
+                        {"type": "redacted_thinking", "data": "opaque"},
+                        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 2, "b": 1}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1",
+                         "content": [{"type": "text", "text": "42"}, image]},
+                        {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                         "content": [{"type": "text", "text": "boom"}, image]},
+                        {"type": "text", "text": "and?"}]}
+                ],
+                "max_tokens": 2100,
+                "thinking": {"type": "enabled", "budget_tokens": 2000},
+                "temperature": 0.5, "top_p": 0.9, "top_k": 3, "stop_sequences": ["END"],
+                "tools": [{"name": "f", "description": "find",
+                           "input_schema": {"type": "object", "properties": {}}}],
+                "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+                "metadata": {"user_id": "u-1"},
+                "stream": true
+            })
+        );
+        let off = Request {
+            reasoning: Some(Reasoning {
+                enabled: Some(false),
+                ..Reasoning::default()
+            }),
+            ..Request::new("claude", vec![Message::text(Role::User, "hi")])
+        };
+        assert_eq!(
+            encode_request(&off, Some(64)),
+            json!({"model": "claude", "max_tokens": 64, "thinking": {"type": "disabled"},
+                   "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
+        );
+        for (req, default) in [(&full, None), (&off, Some(64)), (&off, None)] {
+            assert_eq!(
+                write_request(req, default),
+                crate::json::to_bytes(&encode_request(req, default))
+            );
+        }
     }
 }
