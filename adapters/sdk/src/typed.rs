@@ -14,8 +14,11 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
-use serde::de::{Deserialize, Deserializer, Visitor};
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
+use crate::canonical::Block;
 
 /// `body` read as `T` when it is one JSON object in UTF-8 (a struct also
 /// reads from a JSON array, its fields in order; the tree readings refuse
@@ -83,6 +86,18 @@ impl<'de> Visitor<'de> for StrVisitor {
 #[derive(Clone, Copy)]
 pub struct Count(pub Option<u64>);
 
+impl Count {
+    /// A count where the tree reading is strict (`Fields::count`): absent
+    /// is `Some(None)`, a count is `Some(Some(n))`, and what the tree
+    /// reading refuses (a string, a fraction) is `None`, its error.
+    pub fn strict(c: Option<Count>) -> Option<Option<u64>> {
+        match c {
+            None => Some(None),
+            Some(Count(n)) => n.map(Some),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(CountVisitor)
@@ -122,4 +137,76 @@ impl<'de> Visitor<'de> for CountVisitor {
     fn visit_unit<E>(self) -> Result<Count, E> {
         Ok(Count(None))
     }
+}
+
+/// One element of a content list that [`Texts`] reads: its text, or
+/// `None` when it is not a text part (which fails the reading).
+pub trait TextPart<'a> {
+    fn into_text(self) -> Option<Str<'a>>;
+}
+
+/// Content written as one string or as a list of text parts `P` (each
+/// protocol spells a part its own way): the texts, borrowed where they can
+/// be. Anything else fails the reading.
+pub struct Texts<'a, P>(pub Vec<Str<'a>>, PhantomData<P>);
+
+impl<P> Texts<'_, P> {
+    /// One text block per text, in order.
+    pub fn blocks(self) -> Vec<Block> {
+        self.0
+            .into_iter()
+            .map(|t| Block::Text(t.into_owned()))
+            .collect()
+    }
+}
+
+impl<'de: 'a, 'a, P: Deserialize<'de> + TextPart<'a>> Deserialize<'de> for Texts<'a, P> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextsVisitor(PhantomData))
+    }
+}
+
+struct TextsVisitor<'a, P>(PhantomData<fn() -> Texts<'a, P>>);
+
+impl<'de: 'a, 'a, P: Deserialize<'de> + TextPart<'a>> Visitor<'de> for TextsVisitor<'a, P> {
+    type Value = Texts<'a, P>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string or text parts")
+    }
+
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Texts<'a, P>, E> {
+        Ok(Texts(vec![Str(Cow::Borrowed(s))], PhantomData))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Texts<'a, P>, E> {
+        Ok(Texts(vec![Str(Cow::Owned(s.to_owned()))], PhantomData))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Texts<'a, P>, A::Error> {
+        let mut texts = Vec::new();
+        while let Some(part) = seq.next_element::<P>()? {
+            texts.push(
+                part.into_text()
+                    .ok_or_else(|| de::Error::custom("not a text part"))?,
+            );
+        }
+        Ok(Texts(texts, PhantomData))
+    }
+}
+
+/// For tests: `typed` on `body`'s text, checked against `tree` on the body
+/// itself wherever `typed` reads it (the two must then agree).
+#[cfg(test)]
+pub fn against_tree<T: PartialEq + fmt::Debug>(
+    body: &serde_json::Value,
+    typed: fn(&[u8]) -> Option<T>,
+    tree: fn(&serde_json::Value) -> Result<T, crate::TranslateError>,
+) -> Option<T> {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let read = typed(&bytes);
+    if let Some(read) = &read {
+        assert_eq!(Ok(read), tree(body).as_ref(), "{body}");
+    }
+    read
 }

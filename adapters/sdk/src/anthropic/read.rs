@@ -22,14 +22,13 @@
 //! object or has a member of another type than the usual one, a `usage`
 //! that is not an object, and what `typed::object` leaves to the tree.
 
-use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
 use serde_json::Value;
-use std::fmt;
 
 use super::finish_reason_from;
 use crate::canonical::{Block, Message, Request, Response, Role, Sampling, ToolCall, Usage};
-use crate::typed::{self, Count, Str, Text};
+use crate::typed::{self, Count, Str, Text, TextPart, Texts};
 
 /// The request as [`parse_request`](super::parse_request) reads it, when
 /// it is a plain conversation (the module doc).
@@ -43,15 +42,9 @@ pub fn read_request(body: &[u8]) -> Option<Request> {
     if declined {
         return None;
     }
-    // A count the tree reading refuses (a string, a fraction) is its error.
-    let strict = |c: Option<Count>| match c {
-        None => Some(None),
-        Some(Count(Some(n))) => Some(Some(n)),
-        Some(Count(None)) => None,
-    };
     let mut messages = Vec::with_capacity(r.messages.as_ref().map_or(0, Vec::len) + 1);
     if let Some(system) = r.system {
-        messages.push(system.message(Role::System));
+        messages.push(Message::new(Role::System, system.blocks()));
     }
     for m in r.messages.unwrap_or_default() {
         let role = match &*m.role? {
@@ -59,7 +52,7 @@ pub fn read_request(body: &[u8]) -> Option<Request> {
             "assistant" => Role::Assistant,
             _ => return None,
         };
-        messages.push(m.content.message(role));
+        messages.push(Message::new(role, m.content.blocks()));
     }
     Some(Request {
         model: r.model.map(Str::into_owned).unwrap_or_default(),
@@ -67,13 +60,13 @@ pub fn read_request(body: &[u8]) -> Option<Request> {
         sampling: Sampling {
             temperature: r.temperature,
             top_p: r.top_p,
-            top_k: strict(r.top_k)?,
+            top_k: Count::strict(r.top_k)?,
             presence_penalty: None,
             frequency_penalty: None,
             seed: None,
             stop: Vec::new(),
         },
-        max_tokens: strict(r.max_tokens)?,
+        max_tokens: Count::strict(r.max_tokens)?,
         tools: Vec::new(),
         tool_choice: None,
         parallel_tool_calls: None,
@@ -135,61 +128,7 @@ struct MetadataIn<'a> {
 
 /// A turn's content (or the system prompt): a string, or `text` blocks.
 /// Any other block, or a block without a string `type`, fails the reading.
-enum ContentIn<'a> {
-    Text(Str<'a>),
-    Blocks(Vec<Str<'a>>),
-}
-
-impl ContentIn<'_> {
-    fn message(self, role: Role) -> Message {
-        match self {
-            ContentIn::Text(t) => Message::text(role, t.into_owned()),
-            ContentIn::Blocks(texts) => Message::new(
-                role,
-                texts
-                    .into_iter()
-                    .map(|t| Block::Text(t.into_owned()))
-                    .collect(),
-            ),
-        }
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for ContentIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ContentVisitor)
-    }
-}
-
-struct ContentVisitor;
-
-impl<'de> Visitor<'de> for ContentVisitor {
-    type Value = ContentIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string or text blocks")
-    }
-
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<ContentIn<'de>, E> {
-        Ok(ContentIn::Text(Str(s.into())))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<ContentIn<'de>, E> {
-        Ok(ContentIn::Text(Str(s.to_owned().into())))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ContentIn<'de>, A::Error> {
-        let mut texts = Vec::new();
-        while let Some(block) = seq.next_element::<TextBlockIn<'de>>()? {
-            if &*block.kind != "text" {
-                return Err(de::Error::custom("not a text block"));
-            }
-            // A text block without a string `text` is empty text.
-            texts.push(block.text.unwrap_or(Str("".into())));
-        }
-        Ok(ContentIn::Blocks(texts))
-    }
-}
+type ContentIn<'a> = Texts<'a, TextBlockIn<'a>>;
 
 #[derive(Deserialize)]
 struct TextBlockIn<'a> {
@@ -197,6 +136,13 @@ struct TextBlockIn<'a> {
     kind: Str<'a>,
     #[serde(default, borrow)]
     text: Text<'a>,
+}
+
+impl<'a> TextPart<'a> for TextBlockIn<'a> {
+    fn into_text(self) -> Option<Str<'a>> {
+        // A text block without a string `text` is empty text.
+        (&*self.kind == "text").then(|| self.text.unwrap_or(Str("".into())))
+    }
 }
 
 /// The answer as [`parse_response`](super::parse_response) reads it (the
@@ -331,12 +277,7 @@ mod tests {
 
     /// The typed reading against the tree reading, on one body.
     fn same(body: &Value) -> Option<Request> {
-        let bytes = serde_json::to_vec(body).unwrap();
-        let typed = read_request(&bytes);
-        if let Some(typed) = &typed {
-            assert_eq!(Ok(typed), parse_request(body).as_ref(), "{body}");
-        }
-        typed
+        crate::typed::against_tree(body, read_request, parse_request)
     }
 
     #[test]
@@ -402,18 +343,9 @@ mod tests {
         assert_eq!(read_request(twice), None);
     }
 
-    /// The typed reading of an answer against the tree reading.
+    /// The typed reading against the tree reading, on one body.
     fn same_answer(body: &Value) -> Option<Response> {
-        let bytes = serde_json::to_vec(body).unwrap();
-        let typed = read_response(&bytes);
-        if let Some(typed) = &typed {
-            assert_eq!(
-                Ok(typed),
-                crate::anthropic::parse_response(body).as_ref(),
-                "{body}"
-            );
-        }
-        typed
+        crate::typed::against_tree(body, read_response, crate::anthropic::parse_response)
     }
 
     #[test]

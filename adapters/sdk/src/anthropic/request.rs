@@ -307,10 +307,10 @@ enum ThinkingOut {
     },
 }
 
-/// One content block of a turn, members by name.
+/// One content block of a turn or of an answer, members by name.
 #[derive(Serialize)]
 #[serde(untagged)]
-enum BlockOut<'a> {
+pub(super) enum BlockOut<'a> {
     Text {
         text: &'a str,
         #[serde(rename = "type")]
@@ -351,7 +351,7 @@ enum BlockOut<'a> {
 
 #[derive(Serialize)]
 #[serde(untagged)]
-enum SourceOut<'a> {
+pub(super) enum SourceOut<'a> {
     Base64 {
         data: &'a str,
         media_type: &'a str,

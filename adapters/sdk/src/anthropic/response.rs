@@ -1,6 +1,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::request::BlockOut;
 use super::{finish_reason_from, finish_reason_name};
 use crate::canonical::{Block, Meta, Response, ToolCall, Usage};
 use crate::json::{arguments_object, count_member, str_member};
@@ -109,35 +110,9 @@ struct MessageOut<'a> {
     usage: UsageOut,
 }
 
-/// One content block of a `message` body, members by name.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum BlockOut<'a> {
-    Text {
-        text: &'a str,
-        #[serde(rename = "type")]
-        kind: &'static str,
-    },
-    Thinking {
-        signature: &'a str,
-        thinking: &'a str,
-        #[serde(rename = "type")]
-        kind: &'static str,
-    },
-    Redacted {
-        data: &'a str,
-        #[serde(rename = "type")]
-        kind: &'static str,
-    },
-    ToolUse {
-        id: &'a str,
-        input: Value,
-        name: &'a str,
-        #[serde(rename = "type")]
-        kind: &'static str,
-    },
-}
-
+/// A block of the answer as a Messages body writes it (the request's own
+/// block type), except that thinking without a signature is kept, with an
+/// empty one; images and tool results are no answer's.
 fn block_out(b: &Block) -> Option<BlockOut<'_>> {
     Some(match b {
         Block::Text(text) => BlockOut::Text { text, kind: "text" },

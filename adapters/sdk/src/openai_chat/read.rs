@@ -34,13 +34,13 @@
 //! not `null`), for a member of another type than the usual one, and for
 //! what `typed::object` leaves to the tree.
 
-use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
 use super::names::{finish_reason_from, role_from};
 use crate::canonical::{Block, Message, Request, Response, Role, Sampling, ToolCall, Usage};
-use crate::typed::{self, Count, Str, Text};
+use crate::typed::{self, Count, Str, Text, TextPart, Texts};
 
 /// The answer's first choice, its ids and its usage, typed; see the module
 /// doc for when it gives `None`.
@@ -203,29 +203,17 @@ pub fn read_request(body: &[u8]) -> Option<Request> {
         if declined || role.is_none() {
             return None;
         }
-        let content = match turn.content {
-            None => Vec::new(),
-            Some(PartsIn(texts)) => texts
-                .into_iter()
-                .map(|t| Block::Text(t.into_owned()))
-                .collect(),
-        };
+        let content = turn.content.map(Texts::blocks).unwrap_or_default();
         messages.push(Message::new(role?, content));
     }
-    // A count the tree reading refuses (a string, a fraction) is its error.
-    let strict = |c: Option<Count>| match c {
-        None => Some(None),
-        Some(Count(Some(n))) => Some(Some(n)),
-        Some(Count(None)) => None,
-    };
-    let max_completion_tokens = strict(r.max_completion_tokens)?;
+    let max_completion_tokens = Count::strict(r.max_completion_tokens)?;
     Some(Request {
         model: r.model.map(Str::into_owned).unwrap_or_default(),
         messages,
         sampling: Sampling {
             temperature: r.temperature,
             top_p: r.top_p,
-            top_k: strict(r.top_k)?,
+            top_k: Count::strict(r.top_k)?,
             presence_penalty: r.presence_penalty,
             frequency_penalty: r.frequency_penalty,
             seed: r.seed,
@@ -235,7 +223,7 @@ pub fn read_request(body: &[u8]) -> Option<Request> {
         // then not read (nor checked) by the tree reading either.
         max_tokens: match max_completion_tokens {
             Some(n) => Some(n),
-            None => strict(r.max_tokens)?,
+            None => Count::strict(r.max_tokens)?,
         },
         tools: Vec::new(),
         tool_choice: None,
@@ -307,7 +295,8 @@ struct TurnIn<'a> {
     #[serde(borrow)]
     role: Str<'a>,
     #[serde(default, borrow)]
-    content: Option<PartsIn<'a>>,
+    /// A string, or `text` parts; any other part fails the reading.
+    content: Option<Texts<'a, TextPartIn<'a>>>,
     // Members this reading leaves to the tree when present.
     #[serde(default)]
     reasoning_content: Option<IgnoredAny>,
@@ -325,45 +314,6 @@ struct StreamOptionsIn {
     include_usage: Option<bool>,
 }
 
-/// A turn's content as text blocks: a string is one, `text` parts are one
-/// each; any other part fails the reading.
-struct PartsIn<'a>(Vec<Str<'a>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for PartsIn<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(PartsVisitor)
-    }
-}
-
-struct PartsVisitor;
-
-impl<'de> Visitor<'de> for PartsVisitor {
-    type Value = PartsIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a string or text parts")
-    }
-
-    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<PartsIn<'de>, E> {
-        Ok(PartsIn(vec![Str(s.into())]))
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<PartsIn<'de>, E> {
-        Ok(PartsIn(vec![Str(s.to_owned().into())]))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PartsIn<'de>, A::Error> {
-        let mut texts = Vec::new();
-        while let Some(part) = seq.next_element::<TextPartIn<'de>>()? {
-            if part.kind.as_deref() != Some("text") {
-                return Err(de::Error::custom("not a text part"));
-            }
-            texts.push(part.text);
-        }
-        Ok(PartsIn(texts))
-    }
-}
-
 #[derive(Deserialize)]
 struct TextPartIn<'a> {
     #[serde(default, rename = "type", borrow)]
@@ -371,6 +321,12 @@ struct TextPartIn<'a> {
     /// Required: the tree reading refuses a text part without it.
     #[serde(borrow)]
     text: Str<'a>,
+}
+
+impl<'a> TextPart<'a> for TextPartIn<'a> {
+    fn into_text(self) -> Option<Str<'a>> {
+        (self.kind.as_deref() == Some("text")).then_some(self.text)
+    }
 }
 
 /// `stop`: one string or an array of strings, as the tree reads it.
@@ -412,12 +368,7 @@ mod tests {
 
     /// The typed reading against the tree reading, on one body.
     fn same(body: &Value) -> Option<Response> {
-        let bytes = serde_json::to_vec(body).unwrap();
-        let typed = read_response(&bytes);
-        if let Some(typed) = &typed {
-            assert_eq!(Ok(typed), parse_response(body).as_ref(), "{body}");
-        }
-        typed
+        crate::typed::against_tree(body, read_response, parse_response)
     }
 
     fn usage(prompt: u64, completion: u64) -> Value {
@@ -505,18 +456,9 @@ mod tests {
         );
     }
 
-    /// The typed reading of a request against the tree reading.
+    /// The typed reading against the tree reading, on one body.
     fn same_request(body: &Value) -> Option<Request> {
-        let bytes = serde_json::to_vec(body).unwrap();
-        let typed = read_request(&bytes);
-        if let Some(typed) = &typed {
-            assert_eq!(
-                Ok(typed),
-                crate::openai_chat::parse_request(body).as_ref(),
-                "{body}"
-            );
-        }
-        typed
+        crate::typed::against_tree(body, read_request, crate::openai_chat::parse_request)
     }
 
     #[test]
