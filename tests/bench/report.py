@@ -9,9 +9,13 @@
     report.py machine COMMAND ROOT WORKERS GATEWAY [NGINX_VERSION]
         The machine, the command, the commit, the servers' worker count and
         the gateway binary measured, as one JSON line.
+    report.py tag JSON KEY VALUE [KEY VALUE ...]
+        The JSON object with those members added (strings; digits become
+        numbers). Prints the new line.
     report.py print LATEST_JSONL
         The report: tables, ratios, memory, storage, streams, soak, and the
-        comparison with issue 13's targets (informational).
+        comparison with issue 13's targets (informational); for the paired
+        mode (BENCH_PAIR=1), both sides round by round and B's over A's.
 """
 
 import datetime
@@ -68,6 +72,13 @@ def augment(line, cell, conc, hz, server_instr, mock_instr):
         c = perf_count(path)
         if c is not None and n:
             r[f"{who}_instr_per_req"] = round(c / n)
+    return json.dumps(r)
+
+
+def tag(line, *pairs):
+    r = json.loads(line)
+    for key, value in zip(pairs[::2], pairs[1::2]):
+        r[key] = int(value) if value.isdigit() else value
     return json.dumps(r)
 
 
@@ -211,6 +222,10 @@ def print_report(path):
     extra = [f"commit {m['commit']}" if m.get("commit") else "", m.get("nginx", ""), m.get("date", ""),
              f"load average before the runs {m['loadavg']}" if m.get("loadavg") else ""]
     print("         " + "; ".join(e for e in extra if e))
+
+    if any(r.get("pair") in ("a", "b") for r in runs):
+        print_pairs(by.get("pair", {}), runs)
+        return
 
     # Non-streamed cells.
     if concs:
@@ -398,6 +413,64 @@ def print_report(path):
     print(table(["target", "measured", ""], t, ["<", ">", "<"]))
 
 
+# The paired mode's cells: (cell, what its CPU is per, the loadgen field).
+PAIR_CELLS = (("pair-gateway", "request", "server_cpu_us_per_req"),
+              ("pair-cross", "request", "server_cpu_us_per_req"),
+              ("pair-stream", "frame", "server_cpu_us_per_frame"))
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def pair_rows(runs, cell, conc, key):
+    """[(round, A's run, B's run)] of one paired cell, by round."""
+    sides = {}
+    for r in runs:
+        if r.get("cell") == cell and r.get("conc") == conc and r.get("pair") in ("a", "b"):
+            sides.setdefault(r.get("round"), {})[r["pair"]] = r
+    return [(n, s.get("a", {}), s.get("b", {})) for n, s in sorted(sides.items(), key=lambda kv: kv[0] or 0)]
+
+
+def print_pairs(pair, runs):
+    """The paired mode: each round's A and B, loaded at the same time, and
+    the median of B's CPU over A's (what a change did, with the spell's
+    slowness shared by both sides)."""
+    print(f"pair: A {pair.get('a', '?')} with {pair.get('a_adapters', '?')}; "
+          f"B {pair.get('b', '?')} with {pair.get('b_adapters', '?')}; "
+          "loaded at the same time, each in front of a mock of its own")
+    for cell, per, key in PAIR_CELLS:
+        concs = sorted({r["conc"] for r in runs if r.get("cell") == cell})
+        for c in concs:
+            rows = pair_rows(runs, cell, c, key)
+            stream = per == "frame"
+            body = []
+            for n, a, b in rows:
+                line = [n, num(a.get(key), 2), num(b.get(key), 2), num(ratio(b.get(key), a.get(key)), 3),
+                        num(a.get("mock_" + key[len("server_"):]), 2), num(b.get("mock_" + key[len("server_"):]), 2)]
+                if stream:
+                    line += [num(a.get("ttft_p50_us")), num(b.get("ttft_p50_us"))]
+                else:
+                    line += [num(a.get("rps")), num(b.get("rps"))]
+                line += [f"{a.get('errors', '-')}/{b.get('errors', '-')}"]
+                body.append(line)
+            print()
+            print(f"{cell}, {c} {'streams' if stream else 'connections'} (CPU µs per {per} of each gateway; "
+                  "its mock's beside it):")
+            extra = ["A TTFT p50 µs", "B TTFT p50 µs"] if stream else ["A req/s", "B req/s"]
+            print(table(["round", "A CPU", "B CPU", "B/A", "A mock", "B mock", *extra, "errors A/B"], body))
+            ratios = [ratio(b.get(key), a.get(key)) for _, a, b in rows]
+            diffs = [diff(b.get(key), a.get(key)) for _, a, b in rows]
+            m, d = median(ratios), median(diffs)
+            if m is not None:
+                print(f"  B/A median {num(m, 3)} over {sum(x is not None for x in ratios)} rounds "
+                      f"(B - A median {num(d, 2)} µs per {per})")
+
+
 # Which CPU figure picks a cell's median round.
 CPU_KEY = {"direct-stream": "server_cpu_us_per_frame", "nginx-stream": "server_cpu_us_per_frame",
            "gateway-stream": "server_cpu_us_per_frame"}
@@ -427,6 +500,8 @@ def main(argv):
         print(augment(*argv[2:8]))
     elif len(argv) in (6, 7) and argv[1] == "machine":
         print(machine(*argv[2:]))
+    elif len(argv) >= 3 and len(argv) % 2 == 1 and argv[1] == "tag":
+        print(tag(argv[2], *argv[3:]))
     elif len(argv) == 3 and argv[1] == "print":
         print_report(argv[2])
     else:

@@ -62,6 +62,21 @@
 #   BENCH_OUT_DIR             where the raw results and the logs go (default
 #                             target/bench; `make dist`'s training run uses
 #                             target/pgo/training)
+#   BENCH_PAIR                1: the paired mode, for judging a change on a noisy
+#                             machine. Two gateways, BENCH_GATEWAY ("A") and
+#                             BENCH_PAIR_GATEWAY ("B"), each in front of a mock of
+#                             its own, are loaded at the same time with the same
+#                             load, so that a slow spell slows both alike: in each
+#                             round the passthrough and (with BENCH_CROSS) the cross
+#                             cell at each concurrency, then (with BENCH_STREAM) the
+#                             streamed test. The report lists both sides' CPU per
+#                             request (per frame for streams) round by round and the
+#                             median of B's over A's. No direct or nginx cells, no
+#                             memory, storage or soak readings, no targets.
+#   BENCH_PAIR_GATEWAY        B's binary (default: BENCH_GATEWAY's)
+#   BENCH_PAIR_ADAPTERS       B's adapter folder (default: build/adapters, A's; a
+#                             copy of the folder made before a guest change pairs
+#                             the old adapters against the new)
 #   BENCH_IDLE_ONLY           1: start everything, read the idle memory, print
 #                             it and stop, with no load (`make dist` profiles
 #                             the gateway's start-up this way)
@@ -88,6 +103,9 @@ STREAM_CONCURRENCY="${BENCH_STREAM_CONCURRENCY:-32}"
 QUIET="${BENCH_QUIET:-10}"
 SOAK="${BENCH_SOAK:-0}"
 IDLE_ONLY="${BENCH_IDLE_ONLY:-0}"
+PAIR="${BENCH_PAIR:-0}"
+PAIR_GATEWAY="${BENCH_PAIR_GATEWAY:-$GATEWAY}"
+PAIR_ADAPTERS="${BENCH_PAIR_ADAPTERS:-$ROOT/build/adapters}"
 ROUNDS="${BENCH_ROUNDS:-1}"
 SOAK_CONCURRENCY=32
 IDLE_SETTLE=2
@@ -97,11 +115,17 @@ STOP_TIMEOUT=15
 # The streamed test's request: the simulator's paced-stream directives (a
 # role chunk and the first delta at once, then a delta every 20 ms).
 STREAM_PROMPT='hello from the load generator [[sim:words=64,delta_delay_ms=20]]'
+# Streams start spread over one stream's length (64 x 20 ms), so the streams
+# at once keep distinct phases instead of arriving in bursts.
+STREAM_ARGS=(--stream --prompt "$STREAM_PROMPT" --max-tokens 256 --ramp-ms 1280)
 
 SIM_PID=""
 GW_PID=""
 NGINX_PID=""
 LOADGEN_PID=""
+SIM_B_PID=""
+GW_B_PID=""
+LOADGEN_B_PID=""
 TMP=""
 
 say() { printf 'bench: %s\n' "$*" >&2; }
@@ -143,7 +167,7 @@ fi
 if ((SOAK > 0 && SOAK < 2 * SOAK_EVERY)); then
     die "BENCH_SOAK must be at least $((2 * SOAK_EVERY)) seconds (memory is read every ${SOAK_EVERY}s)"
 fi
-for knob in CROSS USE_NGINX STREAM IDLE_ONLY; do
+for knob in CROSS USE_NGINX STREAM IDLE_ONLY PAIR; do
     [[ "${!knob}" == 0 || "${!knob}" == 1 ]] || die "BENCH_${knob#USE_} must be 0 or 1, got '${!knob}'"
 done
 
@@ -155,13 +179,22 @@ shopt -s nullglob
 wasm=("$ROOT"/build/adapters/*.wasm)
 shopt -u nullglob
 ((${#wasm[@]} > 0)) || die "no adapters in $ROOT/build/adapters: run make adapters"
+if [[ "$PAIR" == 1 ]]; then
+    [[ -x "$PAIR_GATEWAY" ]] || die "BENCH_PAIR_GATEWAY $PAIR_GATEWAY is not an executable"
+    shopt -s nullglob
+    wasm=("$PAIR_ADAPTERS"/*.wasm)
+    shopt -u nullglob
+    ((${#wasm[@]} > 0)) || die "no adapters in BENCH_PAIR_ADAPTERS $PAIR_ADAPTERS"
+    # The pairs are gateways against gateways: no nginx hop to install.
+    USE_NGINX=0
+fi
 command -v python3 >/dev/null || die "python3 is required"
 
 # The command as typed, for the report (the knobs given, then how it ran).
 COMMAND=""
 for knob in BENCH_DURATION BENCH_WARMUP BENCH_CONCURRENCY BENCH_WORKERS BENCH_CROSS BENCH_NGINX BENCH_STREAM \
     BENCH_STREAM_CONCURRENCY BENCH_QUIET BENCH_SOAK BENCH_ROUNDS BENCH_GATEWAY BENCH_OUT_DIR \
-    BENCH_IDLE_ONLY; do
+    BENCH_IDLE_ONLY BENCH_PAIR BENCH_PAIR_GATEWAY BENCH_PAIR_ADAPTERS; do
     if [[ -n "${!knob+set}" ]]; then
         COMMAND+="$knob=$(printf '%q' "${!knob}") "
     fi
@@ -225,9 +258,12 @@ cleanup() {
     local status=$?
     trap - EXIT INT TERM
     stop_child "$LOADGEN_PID" loadgen
+    stop_child "$LOADGEN_B_PID" "loadgen (B)"
     stop_child "$NGINX_PID" nginx
     stop_child "$GW_PID" gateway
+    stop_child "$GW_B_PID" "gateway (B)"
     stop_child "$SIM_PID" simulator
+    stop_child "$SIM_B_PID" "simulator (B)"
     [[ -z "$TMP" ]] || rm -rf "$TMP"
     exit "$status"
 }
@@ -296,53 +332,70 @@ ADMIN_KEY="adm-$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 export NO_COLOR=1 GATEWAY_ADMIN_KEY="$ADMIN_KEY" SIM_API_KEY="$SIM_KEY"
 
 # Port 0 everywhere; the ready lines say which ports were picked.
-# Logs are emptied here, not by the `&` commands' own redirections: those run
-# in the forked child, possibly after wait_ready has read last run's lines.
-: >"$SIM_LOG"
-: >"$GW_LOG"
+# Logs are emptied by the starting functions, not by the `&` commands' own
+# redirections: those run in the forked child, possibly after wait_ready has
+# read last run's lines.
 # The mock keeps no record of the requests it gets (`--keep-requests 0`): the
 # record is for tests, and ten thousand kept requests slowed the simulator as
 # the runs went on (see the README's *Benchmark*).
-UPSTREAM_SIM_API_KEY="$SIM_KEY" "$BIN/upstream-sim" --listen 127.0.0.1:0 --keep-requests 0 >>"$SIM_LOG" 2>&1 &
-SIM_PID=$!
-line=$(wait_ready "$SIM_PID" "$SIM_LOG" 'upstream-sim listening on http://127\.0\.0\.1:[0-9]+' simulator)
-SIM_URL=$(sed -E 's|.*listening on (http://[0-9.:]+).*|\1|' <<<"$line")
-
-DATA_DIR="$TMP/data"
-CONFIG="$TMP/gateway.toml"
-{
-    # A top-level key, so before the template's first table.
-    if [[ "$WORKERS" != auto ]]; then
-        printf 'worker_threads = %s\n' "$WORKERS"
-    fi
-    sed -E \
-        -e 's|^listen = "[^"]*"|listen = "127.0.0.1:0"|' \
-        -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+(/v1)?\"|base_url = \"$SIM_URL\1\"|" \
-        -e "s|^data_dir = .*|data_dir = \"$DATA_DIR\"|" \
-        -e "s|^adapters_dir = .*|adapters_dir = \"$ROOT/build/adapters\"|" \
-        -e "s|^policies_dir = .*|policies_dir = \"$ROOT/build/policies\"|" \
-        "$TEMPLATE"
-    printf '\n[limits]\nrate_limit_requests = 1000000000\n'
-} >"$CONFIG"
-grep -qF "base_url = \"$SIM_URL/v1\"" "$CONFIG" || die "could not derive the bench config from $TEMPLATE"
-"$GATEWAY" check-config --config "$CONFIG" >/dev/null || die "the generated config $CONFIG is invalid (see above)"
-
-"$GATEWAY" serve --config "$CONFIG" >>"$GW_LOG" 2>&1 &
-GW_PID=$!
-line=$(wait_ready "$GW_PID" "$GW_LOG" 'gateway listening on http://[0-9.:]+ \(admin on http://[0-9.:]+\)' gateway)
-GW_URL=$(sed -E 's|.*gateway listening on (http://[0-9.:]+) .*|\1|' <<<"$line")
-export GATEWAY_ADMIN_URL
-GATEWAY_ADMIN_URL=$(sed -E 's|.*\(admin on (http://[0-9.:]+)\).*|\1|' <<<"$line")
+#
+# start_mock LOG PID_VAR URL_VAR: a mock on a free loopback port.
+start_mock() {
+    local log="$1" line
+    local -n pid_var="$2" url_var="$3"
+    : >"$log"
+    UPSTREAM_SIM_API_KEY="$SIM_KEY" "$BIN/upstream-sim" --listen 127.0.0.1:0 --keep-requests 0 >>"$log" 2>&1 &
+    pid_var=$!
+    line=$(wait_ready "$pid_var" "$log" 'upstream-sim listening on http://127\.0\.0\.1:[0-9]+' simulator)
+    url_var=$(sed -E 's|.*listening on (http://[0-9.:]+).*|\1|' <<<"$line")
+}
 
 json_field() {
     python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
-out=$(timeout 30 "$GATEWAY" admin --json account create --name bench --trial-credit 1000000) ||
-    die "could not create the bench account"
-ACCOUNT_ID=$(json_field id <<<"$out")
-out=$(timeout 30 "$GATEWAY" admin --json token create --account "$ACCOUNT_ID" --name bench) ||
-    die "could not create the bench token"
-TOKEN=$(json_field key <<<"$out")
+
+# start_gateway BINARY ADAPTERS_DIR MOCK_URL DATA_DIR CONFIG LOG PID_VAR URL_VAR
+# ADMIN_URL_VAR TOKEN_VAR: a gateway with the demo's models and channels in
+# front of the mock at MOCK_URL (free loopback ports, a rate limit no run can
+# hit), an account with credit and its token.
+start_gateway() {
+    local bin="$1" adapters="$2" mock="$3" data="$4" config="$5" log="$6" line out account
+    local -n pid_var="$7" url_var="$8" admin_var="$9" token_var="${10}"
+    {
+        # A top-level key, so before the template's first table.
+        if [[ "$WORKERS" != auto ]]; then
+            printf 'worker_threads = %s\n' "$WORKERS"
+        fi
+        sed -E \
+            -e 's|^listen = "[^"]*"|listen = "127.0.0.1:0"|' \
+            -e "s|^base_url = \"http://127\.0\.0\.1:[0-9]+(/v1)?\"|base_url = \"$mock\1\"|" \
+            -e "s|^data_dir = .*|data_dir = \"$data\"|" \
+            -e "s|^adapters_dir = .*|adapters_dir = \"$adapters\"|" \
+            -e "s|^policies_dir = .*|policies_dir = \"$ROOT/build/policies\"|" \
+            "$TEMPLATE"
+        printf '\n[limits]\nrate_limit_requests = 1000000000\n'
+    } >"$config"
+    grep -qF "base_url = \"$mock/v1\"" "$config" || die "could not derive the bench config from $TEMPLATE"
+    "$bin" check-config --config "$config" >/dev/null || die "the generated config $config is invalid (see above)"
+    : >"$log"
+    "$bin" serve --config "$config" >>"$log" 2>&1 &
+    pid_var=$!
+    line=$(wait_ready "$pid_var" "$log" 'gateway listening on http://[0-9.:]+ \(admin on http://[0-9.:]+\)' gateway)
+    url_var=$(sed -E 's|.*gateway listening on (http://[0-9.:]+) .*|\1|' <<<"$line")
+    admin_var=$(sed -E 's|.*\(admin on (http://[0-9.:]+)\).*|\1|' <<<"$line")
+    out=$(GATEWAY_ADMIN_URL="$admin_var" timeout 30 "$bin" admin --json account create --name bench \
+        --trial-credit 1000000) || die "could not create the bench account"
+    account=$(json_field id <<<"$out")
+    out=$(GATEWAY_ADMIN_URL="$admin_var" timeout 30 "$bin" admin --json token create --account "$account" \
+        --name bench) || die "could not create the bench token"
+    token_var=$(json_field key <<<"$out")
+}
+
+start_mock "$SIM_LOG" SIM_PID SIM_URL
+DATA_DIR="$TMP/data"
+export GATEWAY_ADMIN_URL
+start_gateway "$GATEWAY" "$ROOT/build/adapters" "$SIM_URL" "$DATA_DIR" "$TMP/gateway.toml" "$GW_LOG" \
+    GW_PID GW_URL GATEWAY_ADMIN_URL TOKEN
 
 # `GET URL` with the mock's key answers 200 (bounded by a 2 s timeout).
 http_ok() {
@@ -575,6 +628,97 @@ if [[ -n "$NGINX_URL" ]]; then
 fi
 record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "${GATEWAY#"$ROOT/"}" "$NGINX_VERSION")"
 
+# --- the paired mode (BENCH_PAIR=1) --------------------------------------------------
+
+# pair_side SIDE LABEL C URL TOKEN MODEL SERVER MOCK [LOADGEN ARGS...]: one
+# side's loadgen, in the background (its output in $TMP/LABEL-SIDE.*).
+pair_side() {
+    local side="$1" label="$2" c="$3" url="$4" key="$5" model="$6" server="$7" mock="$8"
+    shift 8
+    timeout "$((RUN_WARMUP + RUN_DURATION + 60))" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
+        --concurrency "$c" --duration-secs "$RUN_DURATION" --warmup-secs "$RUN_WARMUP" --label "$label-$side" \
+        --cpu "server=$server" --cpu "mock=$mock" "$@" \
+        >"$TMP/$label-$side.out" 2>"$TMP/$label-$side.err" &
+}
+
+# run_pair LABEL CELL ROUND C PATH MODEL [LOADGEN ARGS...]: the same load on A
+# (GW_URL, in front of SIM_URL) and on B (GW_B_URL, in front of SIM_B_URL) at
+# the same time; each side's JSON line, with its side and round, is appended
+# to $OUT. The side started first changes from round to round.
+run_pair() {
+    local label="$1" cell="$2" round="$3" c="$4" path="$5" model="$6" side json status
+    shift 6
+    say "running $label, A and B at once ..."
+    if ((round % 2)); then
+        pair_side a "$label" "$c" "$GW_URL$path" "$TOKEN" "$model" "$GW_PID" "$SIM_PID" "$@"
+        LOADGEN_PID=$!
+        pair_side b "$label" "$c" "$GW_B_URL$path" "$TOKEN_B" "$model" "$GW_B_PID" "$SIM_B_PID" "$@"
+        LOADGEN_B_PID=$!
+    else
+        pair_side b "$label" "$c" "$GW_B_URL$path" "$TOKEN_B" "$model" "$GW_B_PID" "$SIM_B_PID" "$@"
+        LOADGEN_B_PID=$!
+        pair_side a "$label" "$c" "$GW_URL$path" "$TOKEN" "$model" "$GW_PID" "$SIM_PID" "$@"
+        LOADGEN_PID=$!
+    fi
+    for side in a b; do
+        status=0
+        if [[ "$side" == a ]]; then
+            wait "$LOADGEN_PID" || status=$?
+            LOADGEN_PID=""
+        else
+            wait "$LOADGEN_B_PID" || status=$?
+            LOADGEN_B_PID=""
+        fi
+        if [[ -s "$TMP/$label-$side.err" ]]; then
+            sed "s/^/    $side: /" "$TMP/$label-$side.err" >&2
+        fi
+        json=$(tail -n 1 "$TMP/$label-$side.out")
+        if [[ "$json" != \{* ]]; then
+            say "error: loadgen $label-$side gave no result (status $status)"
+            FAILED=1
+            continue
+        fi
+        say "  $side: $(head -n 1 "$TMP/$label-$side.out")"
+        json=$(python3 "$REPORT" augment "$json" "$cell" "$c" "$TICKS" "" "")
+        record "$(python3 "$REPORT" tag "$json" pair "$side" round "$round")"
+        if ((status != 0)); then
+            say "warning: loadgen $label-$side exited with status $status (more than 1% errors?)"
+            FAILED=1
+        fi
+    done
+    for p in "$SIM_PID" "$GW_PID" "$SIM_B_PID" "$GW_B_PID"; do
+        kill -0 "$p" 2>/dev/null || die "a server died during $label; see the logs in ${OUT_DIR#"$ROOT/"}"
+    done
+}
+
+if [[ "$PAIR" == 1 ]]; then
+    start_mock "$OUT_DIR/simulator-b.log" SIM_B_PID SIM_B_URL
+    start_gateway "$PAIR_GATEWAY" "$PAIR_ADAPTERS" "$SIM_B_URL" "$TMP/data-b" "$TMP/gateway-b.toml" \
+        "$OUT_DIR/gateway-b.log" GW_B_PID GW_B_URL GATEWAY_B_ADMIN_URL TOKEN_B
+    say "pair: A $GATEWAY ($ROOT/build/adapters) at $GW_URL; B $PAIR_GATEWAY ($PAIR_ADAPTERS) at $GW_B_URL"
+    record "$(python3 "$REPORT" tag '{"label":"pair"}' a "${GATEWAY#"$ROOT/"}" b "${PAIR_GATEWAY#"$ROOT/"}" \
+        a_adapters build/adapters b_adapters "${PAIR_ADAPTERS#"$ROOT/"}")"
+    for round in $(seq "$ROUNDS"); do
+        for c in $CONCURRENCY; do
+            run_pair "pair-c$c-r$round" pair-gateway "$round" "$c" /v1/chat/completions gpt-4o-mini
+            if [[ "$CROSS" == 1 ]]; then
+                run_pair "pair-cross-c$c-r$round" pair-cross "$round" "$c" /v1/messages gpt-4o-mini \
+                    --protocol anthropic-messages
+            fi
+        done
+        if [[ "$STREAM" == 1 ]]; then
+            run_pair "pair-stream-r$round" pair-stream "$round" "$STREAM_CONCURRENCY" /v1/chat/completions \
+                gpt-4o-mini "${STREAM_ARGS[@]}"
+        fi
+    done
+    python3 "$REPORT" print "$OUT"
+    say "raw results: ${OUT#"$ROOT/"}; logs: ${OUT_DIR#"$ROOT/"}/{simulator,gateway}{,-b}.log"
+    if ((FAILED)); then
+        die "some runs failed or had errors (see above)"
+    fi
+    exit 0
+fi
+
 checkpoint
 # Idle: read twice, right after start-up (the account, the token, the
 # checkpoint just served) and IDLE_SETTLE seconds later, once the allocator
@@ -623,9 +767,6 @@ read -r DATA_AFTER WAL_AFTER _ <<<"$(data_bytes)"
 record "{\"label\":\"storage\",\"bytes_before\":$DATA_BEFORE,\"bytes_after\":$DATA_AFTER,\"wal_before\":$WAL_BEFORE,\"wal_after\":$WAL_AFTER}"
 
 if [[ "$STREAM" == 1 ]]; then
-    # Streams start spread over one stream's length (64 x 20 ms), so the
-    # streams at once keep distinct phases instead of arriving in bursts.
-    STREAM_ARGS=(--stream --prompt "$STREAM_PROMPT" --max-tokens 256 --ramp-ms 1280)
     for round in $(seq "$ROUNDS"); do
         r=$(round_suffix "$round")
         run "direct-stream$r" direct-stream "$STREAM_CONCURRENCY" "$SIM_URL/v1/chat/completions" "$SIM_KEY" \

@@ -71,3 +71,35 @@ def test_rounds_pick_the_median_nginx_stream_by_cpu_per_frame(tmp_path, capsys):
     ])
     assert "CPU per relayed frame 25.00 µs" in out
     assert "nginx-stream c=32: 30.0, 20.0, 25.0" in out
+
+
+def paired(cell, side, rnd, cpu, mock, conc=32, **more):
+    """One side's run of the paired mode after `augment` and `tag`."""
+    per = "frame" if cell == "pair-stream" else "req"
+    return {"label": f"{cell}-r{rnd}-{side}", "cell": cell, "conc": conc, "pair": side, "round": rnd,
+            "requests": 1_000, "rps": 2_000.0, "errors": 0,
+            f"server_cpu_us_per_{per}": cpu, f"mock_cpu_us_per_{per}": mock, **more}
+
+
+def test_the_paired_mode_shows_each_round_and_the_median_of_b_over_a(tmp_path, capsys):
+    rows = [{"label": "pair", "a": "target/release/gateway", "b": "/tmp/old/gateway",
+             "a_adapters": "build/adapters", "b_adapters": "build/adapters"}]
+    for rnd, (a, b) in enumerate([(50.0, 45.0), (80.0, 76.0), (60.0, 51.0)], start=1):
+        rows += [paired("pair-gateway", "a", rnd, a, 20.0), paired("pair-gateway", "b", rnd, b, 21.0)]
+    rows += [paired("pair-stream", "a", 1, 40.0, 30.0, ttft_p50_us=1_200),
+             paired("pair-stream", "b", 1, 44.0, 31.0, ttft_p50_us=1_100)]
+    out = printed(tmp_path, capsys, rows)
+    assert "pair: A target/release/gateway with build/adapters; B /tmp/old/gateway" in out
+    # The three rounds' ratios are 0.9, 0.95 and 0.85; their differences
+    # -5, -4 and -9 µs.
+    assert "B/A median 0.900 over 3 rounds (B - A median -5.00 µs per request)" in out
+    assert "B/A median 1.100 over 1 rounds (B - A median 4.00 µs per frame)" in out
+    table_rows = [line.split() for line in out.splitlines() if line.strip().startswith("2 ")]
+    assert table_rows == [["2", "80.00", "76.00", "0.950", "20.00", "21.00", "2,000.0", "2,000.0", "0/0"]]
+    # No targets for a pair: the two sides are not the bench's cells.
+    assert "targets" not in out
+
+
+def test_a_tag_adds_members_with_digits_as_numbers():
+    line = report.tag('{"label": "x"}', "pair", "a", "round", "3")
+    assert json.loads(line) == {"label": "x", "pair": "a", "round": 3}
