@@ -43,8 +43,9 @@ use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tower::Service;
@@ -164,6 +165,7 @@ impl Connections {
                         conn: Some(conn),
                         home,
                         origin,
+                        gate: None,
                     }));
                 }
                 Err(mut refused) => match refused.take_message() {
@@ -205,7 +207,6 @@ impl Connections {
     /// Starts the task that closes connections past their time, once, on
     /// the runtime of the first call.
     fn start_sweep(&self) {
-        use std::sync::atomic::Ordering;
         if self.sweeping.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -302,6 +303,9 @@ pub enum Failure {
     NoOrigin,
 }
 
+/// What polling a [`DrivenBody`] gives.
+type Polled = Poll<Option<Result<Frame<Bytes>, hyper::Error>>>;
+
 /// A vendor answer's body that drives its connection: see the module's doc.
 pub struct DrivenBody {
     body: Incoming,
@@ -309,15 +313,107 @@ pub struct DrivenBody {
     conn: Option<Box<Conn>>,
     home: Weak<Mutex<Idle>>,
     origin: Authority,
+    /// What the connection is driven with (`Gate`): made at the body's
+    /// first poll.
+    gate: Option<(Arc<Gate>, Waker)>,
+}
+
+/// The waker a body's connection is driven with: the task's, but for
+/// wakes raised while the body takes what the connection handed over.
+///
+/// hyper hands a chunk of the answer over through a channel of one slot.
+/// Once it has put a chunk in, it waits for the slot to be free, with the
+/// waker it was driven with; taking the chunk out wakes that waker. It is
+/// the waker of the task taking the chunk, which is running: the wake
+/// only makes the runtime poll the task once more, right after, for a
+/// poll that drives the connection and finds nothing new. One such poll
+/// followed every chunk.
+///
+/// So the body takes with the gate shut, and a wake raised meanwhile is
+/// only noted. A noted wake is not lost: when the take gave a frame, the
+/// reader polls the body again before it waits on it, and that poll
+/// drives the connection, which looks at every source again (the slot, the
+/// socket's readiness, which a wake does not clear); when the take gave
+/// nothing, the body gives the wake to the task itself before it answers
+/// `Pending`. Wakes from elsewhere (the socket's, from the I/O driver,
+/// possibly on another thread) pass whenever the gate is open, and one that
+/// comes while it is shut is noted as any other.
+struct Gate {
+    task: Mutex<Option<Waker>>,
+    state: AtomicU8,
+}
+
+/// `Gate::state`: wakes go to the task.
+const OPEN: u8 = 0;
+/// `Gate::state`: wakes are noted, none yet.
+const SHUT: u8 = 1;
+/// `Gate::state`: wakes are noted, and one came.
+const SHUT_WOKEN: u8 = 2;
+
+impl Gate {
+    fn new() -> Arc<Gate> {
+        Arc::new(Gate {
+            task: Mutex::new(None),
+            state: AtomicU8::new(OPEN),
+        })
+    }
+
+    /// Lets go of the task's waker: the connection goes back to wait, or
+    /// away, and its wakes reach no task from now on.
+    fn forget(&self) {
+        *self.task.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Makes `waker` the task's waker (kept when it is the same task's).
+    fn serve(&self, waker: &Waker) {
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if !task.as_ref().is_some_and(|t| t.will_wake(waker)) {
+            *task = Some(waker.clone());
+        }
+    }
+
+    fn shut(&self) {
+        self.state.store(SHUT, Ordering::SeqCst);
+    }
+
+    /// Opens the gate; whether a wake came while it was shut.
+    fn open(&self) -> bool {
+        self.state.swap(OPEN, Ordering::SeqCst) == SHUT_WOKEN
+    }
+}
+
+impl Wake for Gate {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // Noted only if the gate is still shut when the note is made: one
+        // opened in between sends the wake on.
+        let mut state = self.state.load(Ordering::SeqCst);
+        while state != OPEN {
+            if state == SHUT_WOKEN {
+                return;
+            }
+            match self
+                .state
+                .compare_exchange(SHUT, SHUT_WOKEN, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(task) = task.as_ref() {
+            task.wake_by_ref();
+        }
+    }
 }
 
 impl DrivenBody {
     /// The body's next frame of what the connection read so far; at the
     /// end the connection goes back to wait.
-    fn poll_read(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> Polled {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         if let Poll::Ready(None) = polled {
             self.check_in();
@@ -325,7 +421,20 @@ impl DrivenBody {
         polled
     }
 
+    /// [`DrivenBody::poll_read`] with the gate shut and no waker for the
+    /// body itself (the connection's socket wakes the task); whether a wake
+    /// came meanwhile.
+    fn take(&mut self, gate: &Gate) -> (Polled, bool) {
+        let waker = futures_util::task::noop_waker();
+        gate.shut();
+        let polled = self.poll_read(&mut Context::from_waker(&waker));
+        (polled, gate.open())
+    }
+
     fn check_in(&mut self) {
+        if let Some((gate, _)) = &self.gate {
+            gate.forget();
+        }
         if let Some(conn) = self.conn.take() {
             check_in(&self.home, &self.origin, conn);
         }
@@ -345,21 +454,34 @@ impl Body for DrivenBody {
             // Read whole and given back: what is left is the body's end.
             return Pin::new(&mut this.body).poll_frame(cx);
         }
-        // What the connection read before, then what it reads now. The body
-        // is read without a waker (see `quiet`): the connection's socket
-        // wakes this task.
-        let waker = futures_util::task::noop_waker();
-        let mut quiet = Context::from_waker(&waker);
-        if let Poll::Ready(frame) = this.poll_read(&mut quiet) {
+        let (gate, gate_waker) = this
+            .gate
+            .get_or_insert_with(|| {
+                let gate = Gate::new();
+                let waker = Waker::from(gate.clone());
+                (gate, waker)
+            })
+            .clone();
+        gate.serve(cx.waker());
+        // What the connection handed over before (a wake the take raised
+        // is seen to by the drive below, or by the reader's next poll when
+        // it gave a frame: see `Gate`), then what it reads now.
+        if let (Poll::Ready(frame), _) = this.take(&gate) {
             return Poll::Ready(frame);
         }
-        let open = this.conn.as_mut().is_some_and(|conn| conn.drive(cx));
-        if open {
-            this.poll_read(&mut quiet)
-        } else {
+        let open = this
+            .conn
+            .as_mut()
+            .is_some_and(|conn| conn.drive(&mut Context::from_waker(&gate_waker)));
+        if !open {
             // Ended: the body has its end or its error now.
-            this.poll_read(cx)
+            return this.poll_read(cx);
         }
+        let (polled, woken) = this.take(&gate);
+        if polled.is_pending() && woken {
+            cx.waker().wake_by_ref();
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -377,6 +499,8 @@ impl Drop for DrivenBody {
     fn drop(&mut self) {
         if self.body.is_end_stream() {
             self.check_in();
+        } else if let Some((gate, _)) = &self.gate {
+            gate.forget();
         }
     }
 }
@@ -465,6 +589,88 @@ mod tests {
 
     fn waiting(c: &Connections) -> usize {
         c.idle.lock().unwrap().values().map(Vec::len).sum()
+    }
+
+    /// A waker that counts its wakes and rouses whoever waits on `rouse`.
+    #[derive(Default)]
+    struct Counted {
+        wakes: AtomicUsize,
+        rouse: tokio::sync::Notify,
+    }
+
+    impl Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            self.rouse.notify_one();
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn taking_a_chunk_wakes_nobody() {
+        // The answer's chunks come in one read: hyper hands them over one
+        // at a time, each after the one before was taken.
+        let (base, _, _) = vendor(|_| CHUNKED, |_| false).await;
+        let c = connections();
+        let mut body = c.send(post(&base)).await.unwrap().into_body();
+        let counted = Arc::new(Counted::default());
+        let waker = Waker::from(counted.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut read = Vec::new();
+        let mut polls = 0;
+        loop {
+            polls += 1;
+            assert!(polls < 100, "the body ends");
+            let before = counted.wakes.load(Ordering::SeqCst);
+            match Pin::new(&mut body).poll_frame(&mut cx) {
+                // On this runtime nothing else runs during the poll: a wake
+                // in it is one the poll raised, for a poll that would find
+                // nothing new.
+                Poll::Ready(Some(frame)) => {
+                    read.extend_from_slice(&frame.unwrap().into_data().unwrap());
+                    assert_eq!(
+                        counted.wakes.load(Ordering::SeqCst),
+                        before,
+                        "a take woke the task"
+                    );
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => counted.rouse.notified().await,
+            }
+        }
+        assert_eq!(read, b"hello world");
+        assert_eq!(waiting(&c), 1, "the connection went back to wait");
+    }
+
+    #[test]
+    fn a_wake_while_the_gate_is_shut_is_noted_and_not_sent() {
+        let counted = Arc::new(Counted::default());
+        let gate = Gate::new();
+        gate.serve(&Waker::from(counted.clone()));
+        let through = Waker::from(gate.clone());
+        gate.shut();
+        through.wake_by_ref();
+        through.wake_by_ref();
+        assert_eq!(counted.wakes.load(Ordering::SeqCst), 0);
+        assert!(gate.open(), "the wake was noted");
+        assert!(!gate.open(), "and the note cleared");
+        through.wake_by_ref();
+        assert_eq!(
+            counted.wakes.load(Ordering::SeqCst),
+            1,
+            "an open gate sends it on"
+        );
+        gate.shut();
+        assert!(!gate.open(), "no wake, no note");
+        gate.forget();
+        through.wake();
+        assert_eq!(
+            counted.wakes.load(Ordering::SeqCst),
+            1,
+            "a forgotten task is not woken"
+        );
     }
 
     #[tokio::test]
