@@ -22,6 +22,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -420,11 +421,9 @@ PAIR_CELLS = (("pair-gateway", "request", "server_cpu_us_per_req"),
 
 
 def median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    """The median of the known values of xs, or None."""
+    known = [x for x in xs if x is not None]
+    return statistics.median(known) if known else None
 
 
 def pair_rows(runs, cell, conc, key):
@@ -447,11 +446,12 @@ def print_pairs(pair, runs):
         concs = sorted({r["conc"] for r in runs if r.get("cell") == cell})
         for c in concs:
             rows = pair_rows(runs, cell, c, key)
+            mock_key = key.replace("server_", "mock_", 1)
             stream = per == "frame"
             body = []
             for n, a, b in rows:
                 line = [n, num(a.get(key), 2), num(b.get(key), 2), num(ratio(b.get(key), a.get(key)), 3),
-                        num(a.get("mock_" + key[len("server_"):]), 2), num(b.get("mock_" + key[len("server_"):]), 2)]
+                        num(a.get(mock_key), 2), num(b.get(mock_key), 2)]
                 if stream:
                     line += [num(a.get("ttft_p50_us")), num(b.get("ttft_p50_us"))]
                 else:

@@ -630,36 +630,40 @@ record "$(python3 "$REPORT" machine "$COMMAND" "$ROOT" "$WORKERS" "${GATEWAY#"$R
 
 # --- the paired mode (BENCH_PAIR=1) --------------------------------------------------
 
-# pair_side SIDE LABEL C URL TOKEN MODEL SERVER MOCK [LOADGEN ARGS...]: one
-# side's loadgen, in the background (its output in $TMP/LABEL-SIDE.*).
+# pair_side SIDE LABEL C PATH MODEL [LOADGEN ARGS...]: side a's (GW_URL, in
+# front of SIM_URL) or side b's (GW_B_URL, in front of SIM_B_URL) loadgen, in
+# the background (its output in $TMP/LABEL-SIDE.*; its pid in LOADGEN_PID or
+# LOADGEN_B_PID).
 pair_side() {
-    local side="$1" label="$2" c="$3" url="$4" key="$5" model="$6" server="$7" mock="$8"
-    shift 8
-    timeout "$((RUN_WARMUP + RUN_DURATION + 60))" "$BIN/loadgen" --url "$url" --key "$key" --model "$model" \
+    local side="$1" label="$2" c="$3" path="$4" model="$5"
+    shift 5
+    local url="$GW_URL" key="$TOKEN" server="$GW_PID" mock="$SIM_PID"
+    if [[ "$side" == b ]]; then
+        url="$GW_B_URL" key="$TOKEN_B" server="$GW_B_PID" mock="$SIM_B_PID"
+    fi
+    timeout "$((RUN_WARMUP + RUN_DURATION + 60))" "$BIN/loadgen" --url "$url$path" --key "$key" --model "$model" \
         --concurrency "$c" --duration-secs "$RUN_DURATION" --warmup-secs "$RUN_WARMUP" --label "$label-$side" \
         --cpu "server=$server" --cpu "mock=$mock" "$@" \
         >"$TMP/$label-$side.out" 2>"$TMP/$label-$side.err" &
+    if [[ "$side" == a ]]; then
+        LOADGEN_PID=$!
+    else
+        LOADGEN_B_PID=$!
+    fi
 }
 
 # run_pair LABEL CELL ROUND C PATH MODEL [LOADGEN ARGS...]: the same load on A
-# (GW_URL, in front of SIM_URL) and on B (GW_B_URL, in front of SIM_B_URL) at
-# the same time; each side's JSON line, with its side and round, is appended
-# to $OUT. The side started first changes from round to round.
+# and on B at the same time; each side's JSON line, with its side and round,
+# is appended to $OUT. The side started first changes from round to round.
 run_pair() {
-    local label="$1" cell="$2" round="$3" c="$4" path="$5" model="$6" side json status
+    local label="$1" cell="$2" round="$3" c="$4" path="$5" model="$6" side json status first=a second=b
     shift 6
     say "running $label, A and B at once ..."
-    if ((round % 2)); then
-        pair_side a "$label" "$c" "$GW_URL$path" "$TOKEN" "$model" "$GW_PID" "$SIM_PID" "$@"
-        LOADGEN_PID=$!
-        pair_side b "$label" "$c" "$GW_B_URL$path" "$TOKEN_B" "$model" "$GW_B_PID" "$SIM_B_PID" "$@"
-        LOADGEN_B_PID=$!
-    else
-        pair_side b "$label" "$c" "$GW_B_URL$path" "$TOKEN_B" "$model" "$GW_B_PID" "$SIM_B_PID" "$@"
-        LOADGEN_B_PID=$!
-        pair_side a "$label" "$c" "$GW_URL$path" "$TOKEN" "$model" "$GW_PID" "$SIM_PID" "$@"
-        LOADGEN_PID=$!
+    if ((round % 2 == 0)); then
+        first=b second=a
     fi
+    pair_side "$first" "$label" "$c" "$path" "$model" "$@"
+    pair_side "$second" "$label" "$c" "$path" "$model" "$@"
     for side in a b; do
         status=0
         if [[ "$side" == a ]]; then
