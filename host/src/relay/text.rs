@@ -321,8 +321,9 @@ async fn try_channels(
             gateway.channel = %channel.name,
             gateway.adapter = %channel.adapter
         );
-        // Boxed: an attempt's future (some 5 KB) would otherwise make the
-        // whole call's future that much larger, and be copied into its span.
+        // Boxed: an attempt's future would otherwise make the whole call's
+        // future that much larger, and be copied into its span. It is made
+        // small (`attempt`) because making the box copies it once.
         let result = Box::pin(attempt(state, channel, plugin, policies, req, ctx))
             .instrument(span)
             .await;
@@ -450,11 +451,18 @@ async fn close_opened(
     opening: Option<Result<(AdapterSession, ResourceAny), Failed>>,
 ) -> Option<AdapterSession> {
     let (session, translator) = opening?.ok()?;
-    session.close_stream(translator).await
+    Box::pin(session.close_stream(translator)).await
 }
 
 /// One channel: translate, apply the policies, send, and read or open the
 /// answer.
+///
+/// Its future is copied once, into the box `try_channels` makes, whole: an
+/// async function's future is as large as its largest await, and laid out
+/// inline the guest calls, the stream's opening and the vendor's refusal made
+/// it 14 KB. Those awaits are boxed where they are, each only on the path
+/// that takes it, so a call that needs none of them (a passthrough's answer
+/// the host splices) copies and allocates the sending's size alone.
 async fn attempt(
     state: &SharedState,
     channel: &ChannelConfig,
@@ -494,16 +502,19 @@ async fn attempt(
     let mut outbound = match alike {
         Some(outbound) => outbound,
         None => {
-            let mut asking = session().await?;
-            let outbound = asking
-                .translate_request(&ctx, &req.body)
-                .await
-                .map_err(Failed::adapter)?;
-            asking.recycle();
-            if req.form.is_none() {
-                super::alike::learn(plugin, &ctx, &req.body, &outbound);
-            }
-            outbound
+            Box::pin(async {
+                let mut asking = session().await?;
+                let outbound = asking
+                    .translate_request(&ctx, &req.body)
+                    .await
+                    .map_err(Failed::adapter)?;
+                asking.recycle();
+                if req.form.is_none() {
+                    super::alike::learn(plugin, &ctx, &req.body, &outbound);
+                }
+                Ok::<_, Failed>(outbound)
+            })
+            .await?
         }
     };
     // Policies edit chat requests in the vendor's chat dialect.
@@ -514,9 +525,15 @@ async fn attempt(
                     "its vendor request is not JSON, so the model's policies cannot apply: {e}"
                 )))
             })?;
-            run_policies(sandbox, policies, &ctx, plugin.vendor_protocol, &mut value)
-                .await
-                .map_err(stop)?;
+            Box::pin(run_policies(
+                sandbox,
+                policies,
+                &ctx,
+                plugin.vendor_protocol,
+                &mut value,
+            ))
+            .await
+            .map_err(stop)?;
             outbound.body = OutboundBody::Bytes(
                 serde_json::to_vec(&value).map_err(|e| stop(ApiError::internal(e)))?,
             );
@@ -574,7 +591,7 @@ async fn attempt(
                 .map_err(|e| Failed::retry(e.into()))?;
             Ok::<_, Failed>((session, translator))
         };
-        let (sent, opened) = tokio::join!(sending, opening);
+        let (sent, opened) = Box::pin(async { tokio::join!(sending, opening) }).await;
         (sent, Some(opened))
     } else {
         (sending.await, None)
@@ -599,54 +616,57 @@ async fn attempt(
     // answer makes no copy of them.
     let (head, upstream) = resp.into_parts();
     if !status.is_success() {
-        // Bounded like a success's body: a vendor that stalls after its
-        // status line must not hold the call's money and slot for ever.
-        let body = tokio::time::timeout(
-            limits.upstream_timeout,
-            vendor::read_capped(upstream, limits.max_body_bytes),
-        )
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-        // The stream's instance, if it was made, reads the error.
-        let mut session = match close_opened(opening).await {
-            Some(session) => session,
-            None => session().await?,
-        };
-        let mapped = match session
-            .translate_error(&ctx, status.as_u16(), &guest_headers(&head.headers), &body)
+        let refused = Box::pin(async {
+            // Bounded like a success's body: a vendor that stalls after its
+            // status line must not hold the call's money and slot for ever.
+            let body = tokio::time::timeout(
+                limits.upstream_timeout,
+                vendor::read_capped(upstream, limits.max_body_bytes),
+            )
             .await
-        {
-            Ok(mapped) => {
-                session.recycle();
-                mapped
-            }
-            // The adapter could not read the vendor's error: the vendor's
-            // status decides.
-            Err(g) => {
-                tracing::warn!(channel = %channel.name, "the adapter failed on the vendor's error: {g}");
-                MappedError {
-                    status: if status.is_client_error() || status.is_server_error() {
-                        status
-                    } else {
-                        StatusCode::BAD_GATEWAY
-                    },
-                    code: "upstream_error".into(),
-                    message: format!("the upstream answered {status}"),
-                    retryable: false,
-                    retry_after_secs: None,
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+            // The stream's instance, if it was made, reads the error.
+            let mut session = match close_opened(opening).await {
+                Some(session) => session,
+                None => session().await?,
+            };
+            let mapped = match session
+                .translate_error(&ctx, status.as_u16(), &guest_headers(&head.headers), &body)
+                .await
+            {
+                Ok(mapped) => {
+                    session.recycle();
+                    mapped
                 }
-            }
-        };
-        tracing::warn!(channel = %channel.name, status = status.as_u16(), code = %mapped.code, "upstream refused");
-        let e = ApiError::Upstream {
-            status: mapped.status.as_u16(),
-            code: mapped.code,
-            message: mapped.message,
-            retry_after: UpstreamRetry::from_vendor(&head.headers, mapped.retry_after_secs),
-        };
-        return Err(Failed::vendor(status, mapped.retryable, e));
+                // The adapter could not read the vendor's error: the vendor's
+                // status decides.
+                Err(g) => {
+                    tracing::warn!(channel = %channel.name, "the adapter failed on the vendor's error: {g}");
+                    MappedError {
+                        status: if status.is_client_error() || status.is_server_error() {
+                            status
+                        } else {
+                            StatusCode::BAD_GATEWAY
+                        },
+                        code: "upstream_error".into(),
+                        message: format!("the upstream answered {status}"),
+                        retryable: false,
+                        retry_after_secs: None,
+                    }
+                }
+            };
+            tracing::warn!(channel = %channel.name, status = status.as_u16(), code = %mapped.code, "upstream refused");
+            let e = ApiError::Upstream {
+                status: mapped.status.as_u16(),
+                code: mapped.code,
+                message: mapped.message,
+                retry_after: UpstreamRetry::from_vendor(&head.headers, mapped.retry_after_secs),
+            };
+            Err(Failed::vendor(status, mapped.retryable, e))
+        });
+        return refused.await;
     }
     if let Some(usage) = relay {
         return Ok(Answer::Relay {
@@ -658,14 +678,14 @@ async fn attempt(
     }
     if let Some(opened) = opening {
         let (session, translator) = opened?;
-        let started = stream::start(
+        let started = Box::pin(stream::start(
             session,
             translator,
             upstream,
             req.protocol.protocol,
             splice,
             limits.stream_idle_timeout,
-        );
+        ));
         return match started.await {
             Ok(opened) => Ok(Answer::Stream(Box::new(opened))),
             Err(StartFailed::Vendor(e)) => {
@@ -708,24 +728,27 @@ async fn attempt(
             usage: done.usage,
         });
     }
-    let mut session = session().await?;
-    let answer = session
-        .translate_response(
-            &ctx,
-            &adapter_state,
-            status.as_u16(),
-            &guest_headers(&head.headers),
-            &answer_body,
-        )
-        .await
-        .map_err(|e| Failed::untranslatable(channel, e))?;
-    session.recycle();
-    Ok(Answer::Plain {
-        status: answer.status,
-        content_type: answer.content_type,
-        body: answer.body,
-        usage: answer.usage,
+    Box::pin(async {
+        let mut session = session().await?;
+        let answer = session
+            .translate_response(
+                &ctx,
+                &adapter_state,
+                status.as_u16(),
+                &guest_headers(&head.headers),
+                &answer_body,
+            )
+            .await
+            .map_err(|e| Failed::untranslatable(channel, e))?;
+        session.recycle();
+        Ok(Answer::Plain {
+            status: answer.status,
+            content_type: answer.content_type,
+            body: answer.body,
+            usage: answer.usage,
+        })
     })
+    .await
 }
 
 /// Headers of a streamed answer.
