@@ -461,8 +461,9 @@ async fn close_opened(
 /// async function's future is as large as its largest await, and laid out
 /// inline the guest calls, the stream's opening and the vendor's refusal made
 /// it 14 KB. Those awaits are boxed where they are, each only on the path
-/// that takes it, so a call that needs none of them (a passthrough's answer
-/// the host splices) copies and allocates the sending's size alone.
+/// that takes it: a call that needs none of them (a passthrough's answer the
+/// host splices) copies and allocates no more than what is left, most of it
+/// the sending's own future (`an_attempts_future_stays_small`).
 async fn attempt(
     state: &SharedState,
     channel: &ChannelConfig,
