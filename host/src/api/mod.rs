@@ -303,7 +303,14 @@ async fn with_context(
                     return ApiError::BodyTooLarge(body_limit).into_response();
                 }
                 let resp = next.run(req).await;
-                envelope_stray_error(resp, body_limit).await
+                if !is_stray_error(&resp) {
+                    return resp;
+                }
+                // Boxed: reading the error's text is a future of its own
+                // that only the rare stray error needs; inline it would
+                // size every request's future (which the middleware's box
+                // copies whole).
+                Box::pin(envelope_stray_error(resp, body_limit)).await
             }),
         )
         .await;
@@ -313,12 +320,16 @@ async fn with_context(
     resp
 }
 
-/// Wraps an error response the framework made (plain text) in the envelope.
+/// Whether a response is an error the framework made (plain text), not one
+/// of ours in the envelope.
+fn is_stray_error(resp: &Response) -> bool {
+    resp.status().as_u16() >= 400 && resp.extensions().get::<Enveloped>().is_none()
+}
+
+/// Wraps an error response the framework made (plain text, [`is_stray_error`])
+/// in the envelope.
 async fn envelope_stray_error(resp: Response, body_limit: usize) -> Response {
     let status = resp.status();
-    if status.as_u16() < 400 || resp.extensions().get::<Enveloped>().is_some() {
-        return resp;
-    }
     let text = axum::body::to_bytes(resp.into_body(), 4096)
         .await
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
