@@ -360,7 +360,7 @@ async fn try_channels(
                         body
                     }
                     // Boxed: the count of a silent vendor's answer is the
-                    // largest of these awaits (3 KB), on the rarest path;
+                    // largest of these awaits (3 KB), on a rare path;
                     // inline it would size every call's future.
                     None if req.protocol.is_chat() => {
                         Box::pin(settle_silent(charge, req.protocol.protocol, status, body)).await
