@@ -164,19 +164,36 @@ def mib(kib):
 
 
 SOAK_MIN_SAMPLES = 4
+# The soak's samples are printed this far apart (all of them are judged).
+SOAK_PRINT_EVERY_S = 10
 
 
-def soak_verdict(samples_kib, slack_kib=MIB, slack_frac=0.02):
-    """(flat?, last, max of the second half, min of the second half) for RSS
-    samples in KiB: flat when the last sample is within max(1 MiB, 2%) of the
-    lowest of the second half (growth in the first half is warm-up). None
-    with fewer than SOAK_MIN_SAMPLES samples."""
-    if len(samples_kib) < SOAK_MIN_SAMPLES:
+def soak_verdict(samples, slack_kib=MIB, slack_frac=0.02):
+    """(flat?, rise, error, low, high) for a soak's (seconds, KiB) memory
+    samples, judged on their second half (growth in the first is warm-up):
+    `rise` is how much a least-squares line through that half climbs across
+    it, `error` two standard errors of that rise (what the samples' scatter
+    about the line leaves uncertain), `low` and `high` the half's range.
+    Growing when the rise is above both max(1 MiB, 2% of the half's mean)
+    and its error: a leak shows as a level that keeps rising, whereas
+    batches allocated and freed make a bounded swing from one sample to the
+    next that a comparison of single samples takes for growth. None with
+    fewer than SOAK_MIN_SAMPLES samples."""
+    if len(samples) < SOAK_MIN_SAMPLES:
         return None
-    second = samples_kib[len(samples_kib) // 2:]
-    last, top, low = samples_kib[-1], max(second), min(second)
-    slack = max(slack_kib, slack_frac * last)
-    return last - low <= slack, last, top, low
+    second = samples[len(samples) // 2:]
+    n = len(second)
+    ts = [t for t, _ in second]
+    ks = [k for _, k in second]
+    t_mean, k_mean = sum(ts) / n, sum(ks) / n
+    spread = sum((t - t_mean) ** 2 for t in ts)
+    slope = sum((t - t_mean) * (k - k_mean) for t, k in second) / spread if spread else 0.0
+    span = ts[-1] - ts[0]
+    scatter = sum((k - k_mean - slope * (t - t_mean)) ** 2 for t, k in second) / max(n - 2, 1)
+    error = 2 * (scatter / spread) ** 0.5 * span if spread else 0.0
+    rise = slope * span
+    slack = max(slack_kib, slack_frac * k_mean)
+    return rise <= max(slack, error), rise, error, min(ks), max(ks)
 
 
 def table(head, rows, aligns=None):
@@ -362,18 +379,30 @@ def print_report(path):
     soak = by.get("soak-memory")
     if soak:
         srun = next((r for r in runs if r["cell"] == "soak"), {})
-        samples = [kib for _, kib in soak["samples"]]
+        # [seconds, VmRSS KiB, RssAnon KiB]; runs before RssAnon was
+        # sampled have only the first two.
+        samples = soak["samples"]
+        anon = [s[2] for s in samples if len(s) > 2]
         print()
         print(f"soak: {num(srun.get('duration_s'), 0)} s at {srun.get('conc', '?')} connections through the gateway, "
-              f"{num(srun.get('rps'))} req/s, errors {srun.get('errors', '-')}; RSS every {soak['every_s']} s (MiB):")
-        line = ", ".join(f"{t}s {num(mib(k))}" for t, k in soak["samples"])
+              f"{num(srun.get('rps'))} req/s, errors {srun.get('errors', '-')}; RSS read every {soak['every_s']} s (MiB"
+              + (f"; every {SOAK_PRINT_EVERY_S} s shown)" if soak["every_s"] < SOAK_PRINT_EVERY_S else ")")
+              + (", private (RssAnon) in brackets:" if anon else ":"))
+        shown = [s for s in samples if s[0] % SOAK_PRINT_EVERY_S == 0] or samples
+        line = ", ".join(f"{s[0]}s {num(mib(s[1]))}" + (f" ({num(mib(s[2]))})" if len(s) > 2 else "")
+                         for s in shown)
         print(f"  {line}")
-        v = soak_verdict(samples)
-        if not v:
-            print(f"  (fewer than {SOAK_MIN_SAMPLES} samples: too short to say whether it is flat)")
-        else:
-            flat, last, top, low = v
-            print(f"  last {num(mib(last))} MiB vs the second half's max {num(mib(top))} / min {num(mib(low))} MiB: "
+        series = [("VmRSS", [(s[0], s[1]) for s in samples])]
+        if len(anon) == len(samples):
+            series.append(("RssAnon", [(s[0], s[2]) for s in samples]))
+        for name, kib in series:
+            v = soak_verdict(kib)
+            if not v:
+                print(f"  (fewer than {SOAK_MIN_SAMPLES} samples: too short to say whether it is flat)")
+                break
+            flat, rise, error, low, high = v
+            print(f"  {name}: {num(mib(low))} to {num(mib(high))} MiB over the second half; "
+                  f"the least-squares line through it rises {mib(rise):+.1f} ± {mib(error):.1f} MiB: "
                   + ("flat" if flat else "still growing"))
 
     # Targets.

@@ -1,6 +1,6 @@
-"""report.py's streamed section: the nginx hop's row and its added time to
-first token and CPU per frame beside the gateway's, from raw results
-written as tests/bench/run.sh writes them (one JSON object a line)."""
+"""report.py's sections (the streamed one, the paired mode, the soak) and
+its soak verdict, from raw results written as tests/bench/run.sh writes
+them (one JSON object a line)."""
 
 import json
 import sys
@@ -10,6 +10,8 @@ SCRIPT = Path(__file__).with_name("report.py")
 sys.path.insert(0, str(SCRIPT.parent))
 
 import report  # noqa: E402
+
+MIB = 1024  # KiB, as run.sh records memory
 
 
 def stream_run(cell, ttft_p50, ttft_p99, cpu_per_frame, label=None):
@@ -103,3 +105,60 @@ def test_the_paired_mode_shows_each_round_and_the_median_of_b_over_a(tmp_path, c
 def test_a_tag_adds_members_with_digits_as_numbers():
     line = report.tag('{"label": "x"}', "pair", "a", "round", "3")
     assert json.loads(line) == {"label": "x", "pair": "a", "round": 3}
+
+
+def soak_rows(samples, every_s=10):
+    """A soak's run and its memory samples, as run.sh records them."""
+    return [
+        {"label": "soak-c32", "cell": "soak", "conc": 32, "requests": 1_500_000,
+         "duration_s": 60.0, "rps": 25_000.0, "p50_us": 1_000, "errors": 0},
+        {"label": "soak-memory", "every_s": every_s, "samples": samples},
+    ]
+
+
+def test_a_bounded_swing_is_flat_and_a_rising_level_is_growth():
+    # Batches allocated and freed, read every 2 s: the last sample is 4 MiB
+    # over the second half's lowest, but the level does not move.
+    def swing(t):
+        return (40 + (3 if t % 4 else -1)) * MIB
+
+    flat, rise, error, low, high = report.soak_verdict([(t, swing(t)) for t in range(2, 302, 2)])
+    assert flat and (low, high) == (39 * MIB, 43 * MIB)
+    assert abs(rise) < 0.1 * MIB and error < 2 * MIB
+    # A leak of 1 MiB a minute under the same swing: 2.5 MiB over a
+    # 5-minute soak's second half, above the slack and the scatter's error.
+    flat, rise, error, _, _ = report.soak_verdict([(t, swing(t) + t * MIB // 60) for t in range(2, 302, 2)])
+    assert not flat and 2 * MIB < rise < 3 * MIB and error < 2 * MIB
+    # The same leak over 60 s: 0.5 MiB, within the slack.
+    assert report.soak_verdict([(t, swing(t) + t * MIB // 60) for t in range(2, 62, 2)])[0]
+    # A rise above the slack that the scatter cannot tell from chance: the
+    # second half of 20 s holds three samples, the last one high.
+    few = [(10, 40 * MIB), (20, 40 * MIB), (30, 44 * MIB), (40, 38 * MIB), (50, 46 * MIB)]
+    flat, rise, error, _, _ = report.soak_verdict(few)
+    assert flat and MIB < rise < error
+    # Too few samples to say.
+    assert report.soak_verdict(few[:3]) is None
+
+
+def test_the_soak_judges_the_whole_and_the_private_memory_apart(tmp_path, capsys):
+    # Read every 2 s, shown every 10 s: VmRSS (the mapped code) climbs
+    # through the second half; the private part swings around one level.
+    samples = [[t, (40 + t // 2) * MIB, (18 + (2 if t % 4 else 0)) * MIB] for t in range(2, 52, 2)]
+    out = printed(tmp_path, capsys, soak_rows(samples, every_s=2))
+    assert "RSS read every 2 s (MiB; every 10 s shown), private (RssAnon) in brackets:" in out
+    assert "  10s 45.0 (20.0), 20s 50.0 (18.0), 30s 55.0 (20.0), 40s 60.0 (18.0), 50s 65.0 (20.0)\n" in out
+    assert ("VmRSS: 53.0 to 65.0 MiB over the second half; the least-squares line through it rises "
+            "+12.0 ± 0.0 MiB: still growing") in out
+    assert "RssAnon: 18.0 to 20.0 MiB over the second half; the least-squares line through it rises" in out
+    assert out.split("RssAnon: ")[1].split("\n")[0].endswith(": flat")
+
+
+def test_a_soak_recorded_without_the_private_memory_is_judged_on_vmrss(tmp_path, capsys):
+    out = printed(tmp_path, capsys, soak_rows([
+        [10, 40 * MIB], [20, 41 * MIB], [30, 41 * MIB], [40, 41 * MIB],
+    ]))
+    assert "RSS read every 10 s (MiB):" in out
+    assert "10s 40.0, 20s 41.0" in out
+    assert ("VmRSS: 41.0 to 41.0 MiB over the second half; the least-squares line through it rises "
+            "+0.0 ± 0.0 MiB: flat") in out
+    assert "RssAnon" not in out
