@@ -49,8 +49,9 @@
 #   BENCH_SOAK                seconds of an extra run at 32 connections against
 #                             the gateway, its memory read every 2 s (default 0:
 #                             none; e.g. 300; at least 20, at most 3600); flat
-#                             when a line fitted through the second half's
-#                             samples rises by at most max(1 MiB, 2%)
+#                             unless a line fitted through the second half's
+#                             samples rises by more than max(1 MiB, 2%) and
+#                             by more than two standard errors of that rise
 #   BENCH_ROUNDS              rounds of the runs (default 1, at most 9): each
 #                             round runs every non-streamed cell at each
 #                             concurrency, then (after the storage reading) each

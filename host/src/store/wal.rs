@@ -345,15 +345,17 @@ impl WalWriter {
             (Durability::Written, WalSync::Always) => Durability::Synced,
             (d, _) => d,
         };
-        let written = match durability {
-            Durability::Buffered if log.buf.len() < BUFFER_BYTES => None,
+        // Whether this call wrote the log (so the fsync thread has work),
+        // and the fsync its caller waits for itself, if it asked for one.
+        let (wrote, sync_wait) = match durability {
+            Durability::Buffered if log.buf.len() < BUFFER_BYTES => (false, None),
             Durability::Buffered | Durability::Written => {
                 log.flush();
-                Some(None)
+                (true, None)
             }
             Durability::Synced => {
                 log.flush();
-                Some(Some(SyncWait(log.segment.file.clone())))
+                (true, Some(SyncWait(log.segment.file.clone())))
             }
         };
         // The fsync thread (and the checkpointer) are woken once the lock
@@ -366,14 +368,10 @@ impl WalWriter {
             // Gone only when the gateway stops; the facts are in the log.
             let _ = self.checkpoints.send(Ask::Fold);
         }
-        Ok(match written {
-            None => None,
-            Some(None) => {
-                self.shared.mark_dirty();
-                None
-            }
-            Some(sync_wait) => sync_wait,
-        })
+        if wrote && sync_wait.is_none() {
+            self.shared.mark_dirty();
+        }
+        Ok(sync_wait)
     }
 
     /// Waits until everything logged so far is in redb.
