@@ -217,6 +217,15 @@ impl Log {
         }
     }
 
+    /// Whether the facts waiting have just reached `FOLD_AT`, so the writer
+    /// who logged them asks for a fold (noted: the rest of the batch's
+    /// writers do not ask again).
+    fn fold_now(&mut self) -> bool {
+        let ask = !self.fold_asked && self.unapplied.len() >= FOLD_AT;
+        self.fold_asked |= ask;
+        ask
+    }
+
     /// Hands the facts redb lacks, and the last sequence number among
     /// them, to the checkpointer, leaving `next` to fill; the next batch
     /// may ask for its own fold.
@@ -340,7 +349,7 @@ impl WalWriter {
         log.segment.last_seq = log.segment.last_seq.max(seq);
         log.unapplied_seq = log.unapplied_seq.max(seq);
         log.unapplied.extend(facts);
-        let fold = fold_asked(&mut log);
+        let fold = log.fold_now();
         let durability = match (durability, log.sync) {
             (Durability::Written, WalSync::Always) => Durability::Synced,
             (d, _) => d,
@@ -640,15 +649,6 @@ fn fatal(why: &str) -> ! {
     std::process::abort()
 }
 
-/// Whether the facts waiting in `log` have just reached `FOLD_AT`, so the
-/// writer who logged them asks for a fold (and notes that it did: the
-/// rest of the batch's writers do not ask again).
-fn fold_asked(log: &mut Log) -> bool {
-    let ask = !log.fold_asked && log.unapplied.len() >= FOLD_AT;
-    log.fold_asked |= ask;
-    ask
-}
-
 /// Whether the checkpointer's tick folds `waiting` facts into redb, the
 /// last fold `since` ago.
 fn fold_due(waiting: usize, since: Duration) -> bool {
@@ -771,6 +771,11 @@ fn checkpoint_loop(
 mod recovery_tests_support {
     use super::*;
     use crate::store::records::UsageRecord;
+
+    /// `n` usage rows from `from` on.
+    pub fn usages(from: u64, n: u64) -> Vec<Fact> {
+        (from..from + n).map(|s| usage(s, "m")).collect()
+    }
 
     /// A fact: one usage row.
     pub fn usage(seq: u64, model: &str) -> Fact {
@@ -1112,20 +1117,19 @@ mod writer_tests {
             checkpoints: tx,
         };
         let asked = || asks.try_iter().filter(|a| matches!(a, Ask::Fold)).count();
-        let facts = |from: u64, n: u64| (from..from + n).map(|s| usage(s, "m")).collect();
 
         // One short of the bound, in two records: the tick's to fold.
-        wal.append(1, facts(1, 100), Durability::Buffered).unwrap();
+        wal.append(1, usages(1, 100), Durability::Buffered).unwrap();
         let rest = FOLD_AT as u64 - 101;
-        wal.append(2, facts(101, rest), Durability::Written)
+        wal.append(2, usages(101, rest), Durability::Written)
             .unwrap();
         assert_eq!(asked(), 0);
         // The fact that reaches it asks; the ones after it do not.
-        wal.append(3, facts(FOLD_AT as u64, 1), Durability::Buffered)
+        wal.append(3, usages(FOLD_AT as u64, 1), Durability::Buffered)
             .unwrap();
         assert_eq!(asked(), 1);
         for seq in 4..10 {
-            wal.append(seq, facts(seq * 10_000, 1_000), Durability::Written)
+            wal.append(seq, usages(seq * 10_000, 1_000), Durability::Written)
                 .unwrap();
         }
         assert_eq!(asked(), 0, "one ask per batch");
@@ -1133,9 +1137,9 @@ mod writer_tests {
         // The checkpointer takes the batch: the next one asks anew, once.
         let (batch, last) = wal.shared.lock().take_batch(Vec::new());
         assert_eq!((batch.len(), last), (FOLD_AT + 6_000, 9));
-        wal.append(10, facts(100_000, FOLD_AT as u64), Durability::Written)
+        wal.append(10, usages(100_000, FOLD_AT as u64), Durability::Written)
             .unwrap();
-        wal.append(11, facts(200_000, 1), Durability::Written)
+        wal.append(11, usages(200_000, 1), Durability::Written)
             .unwrap();
         assert_eq!(asked(), 1);
     }
@@ -1144,14 +1148,13 @@ mod writer_tests {
     async fn a_full_batch_is_folded_with_nobody_asking_for_a_checkpoint() {
         // A tick so long that only the writer's ask can fold.
         let w = Writer::ticking(Duration::from_secs(3600));
-        let facts = |from: u64, n: u64| (from..from + n).map(|s| usage(s, "m")).collect();
         let bound = FOLD_AT as u64;
         w.wal
-            .append(1, facts(1, bound - 1), Durability::Written)
+            .append(1, usages(1, bound - 1), Durability::Written)
             .unwrap();
         // The fact that reaches the bound: its writer asks for the fold.
         w.wal
-            .append(2, facts(bound, 1), Durability::Buffered)
+            .append(2, usages(bound, 1), Durability::Buffered)
             .unwrap();
         // Bounded wait for the checkpointer's thread; nothing else folds.
         let mut folded = false;
@@ -1165,7 +1168,7 @@ mod writer_tests {
         assert!(folded, "the batch was never folded");
         // Later checkpoints are answered as before.
         w.wal
-            .append(3, facts(bound + 1, 1), Durability::Written)
+            .append(3, usages(bound + 1, 1), Durability::Written)
             .unwrap();
         w.wal.checkpoint().await.unwrap();
         assert_eq!(w.store.last_usage_seq().unwrap(), bound + 1);
