@@ -7,7 +7,16 @@
 //! count apart. Series are registered through the recorder directly; the
 //! registry is a sharded hash map, so a record is a key lookup and an
 //! atomic add, and a series whose labels never change is registered once
-//! and kept as a handle.
+//! and kept as a handle. The series every call records (its request, its
+//! vendor's answer time, what it was charged) are kept as handles too, in
+//! [`Kept`] maps by their label values, so a call records them without
+//! building a key for each (a `Vec` of labels, a `String` per model or
+//! channel) or looking it up in the registry. That took about 2.6 µs of
+//! CPU off a call at 32 connections (the median of ten pairs of 8-s runs,
+//! two release gateways loaded at once, each in front of its own mock;
+//! recording none of the three would save about 3.1).
+//! No series is ever removed from the recorder (no idle timeout is set),
+//! so a kept handle always counts in the series the registry renders.
 //!
 //! Cardinality is bounded by construction: no label carries a token,
 //! an account, a request id or a raw path. `route` is the route's template
@@ -22,7 +31,9 @@
 use crate::billing::usage::Usage;
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
-use std::sync::Arc;
+use std::borrow::Borrow;
+use std::hash::Hash;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// The `model` label of a request that named no model (or was refused
@@ -71,6 +82,59 @@ struct Inner {
     holds_open: Gauge,
     reloads_loaded: Counter,
     reloads_refused: Counter,
+    /// A request's count and time, by route, model, status and protocol.
+    requests: Kept<RequestLabels, (Counter, Histogram)>,
+    /// A vendor answer's time, by channel.
+    upstream: Kept<Box<str>, Histogram>,
+    /// What a settled call was charged, by model.
+    charged: Kept<Box<str>, Charged>,
+}
+
+/// The label values of a request's series (`gateway_requests_total`'s; the
+/// duration's are route and protocol).
+type RequestLabels = (SharedString, SharedString, u16, &'static str);
+
+/// A model's charge series: its tokens by kind, then its quota.
+struct Charged {
+    input: Counter,
+    cache_read: Counter,
+    cache_write: Counter,
+    output: Counter,
+    quota: Counter,
+}
+
+/// Series handles kept by their label values. Bounded as the labels are
+/// (see the module's doc): configured models and channels, route
+/// templates, known statuses and protocols.
+struct Kept<K, V> {
+    map: RwLock<foldhash::HashMap<K, V>>,
+}
+
+impl<K: Hash + Eq, V> Kept<K, V> {
+    fn new() -> Self {
+        Kept {
+            map: RwLock::new(foldhash::HashMap::default()),
+        }
+    }
+
+    /// Calls `record` with the handles kept for `key`, registered first
+    /// by `register` when there are none yet. A poisoned lock is used as
+    /// it is: a map of handles has no invariant a panic could break.
+    fn with<Q>(&self, key: &Q, register: impl FnOnce() -> (K, V), record: impl FnOnce(&V))
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        {
+            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(v) = map.get(key) {
+                return record(v);
+            }
+        }
+        let (k, v) = register();
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        record(map.entry(k).or_insert(v));
+    }
 }
 
 static METADATA: Metadata<'static> =
@@ -113,6 +177,9 @@ impl Metrics {
                 holds_open,
                 reloads_loaded,
                 reloads_refused,
+                requests: Kept::new(),
+                upstream: Kept::new(),
+                charged: Kept::new(),
             }),
         }
     }
@@ -123,11 +190,10 @@ impl Metrics {
             .register_counter(&Key::from_parts(name, labels), &METADATA)
     }
 
-    fn histogram(&self, name: &'static str, labels: Vec<Label>, took: Duration) {
+    fn histogram(&self, name: &'static str, labels: Vec<Label>) -> Histogram {
         self.inner
             .recorder
             .register_histogram(&Key::from_parts(name, labels), &METADATA)
-            .record(took.as_secs_f64());
     }
 
     /// One request of the public API, when its answer head is ready: by
@@ -140,33 +206,45 @@ impl Metrics {
         protocol: &'static str,
         took: Duration,
     ) {
-        self.counter(
-            names::REQUESTS,
-            vec![
-                Label::new("route", route.clone()),
-                Label::new("model", model),
-                Label::new("status", status_label(status)),
-                Label::from_static_parts("protocol", protocol),
-            ],
-        )
-        .increment(1);
-        self.histogram(
-            names::REQUEST_DURATION,
-            vec![
-                Label::new("route", route),
-                Label::from_static_parts("protocol", protocol),
-            ],
-            took,
-        );
+        let key = (route, model, status, protocol);
+        let register = || {
+            let (route, model, status, protocol) = key.clone();
+            let count = self.counter(
+                names::REQUESTS,
+                vec![
+                    Label::new("route", route.clone()),
+                    Label::new("model", model),
+                    Label::new("status", status_label(status)),
+                    Label::from_static_parts("protocol", protocol),
+                ],
+            );
+            let time = self.histogram(
+                names::REQUEST_DURATION,
+                vec![
+                    Label::new("route", route),
+                    Label::from_static_parts("protocol", protocol),
+                ],
+            );
+            (key.clone(), (count, time))
+        };
+        self.inner.requests.with(&key, register, |(count, time)| {
+            count.increment(1);
+            time.record(took.as_secs_f64());
+        });
     }
 
     /// A vendor's answer head arrived (or did not) after `took`.
     pub fn upstream(&self, channel: &str, took: Duration) {
-        self.histogram(
-            names::UPSTREAM_DURATION,
-            vec![Label::new("channel", channel.to_string())],
-            took,
-        );
+        let register = || {
+            let label = Label::new("channel", channel.to_string());
+            (
+                channel.into(),
+                self.histogram(names::UPSTREAM_DURATION, vec![label]),
+            )
+        };
+        self.inner
+            .upstream
+            .with(channel, register, |time| time.record(took.as_secs_f64()));
     }
 
     /// A channel's attempt failed with `code` (the adapter's mapping of
@@ -198,32 +276,50 @@ impl Metrics {
     /// A settled call of a configured model: the tokens billed by kind and
     /// the quota charged.
     pub fn charged(&self, model: &str, usage: Option<&Usage>, quota: i64) {
-        if let Some(u) = usage {
-            for (kind, n) in [
-                ("input", u.input_tokens),
-                ("cache_read", u.cache_read_tokens),
-                ("cache_write", u.cache_write_tokens),
-                ("output", u.output_tokens),
-            ] {
-                if n > 0 {
-                    self.counter(
-                        names::TOKENS,
-                        vec![
-                            Label::new("model", model.to_string()),
-                            Label::from_static_parts("kind", kind),
-                        ],
-                    )
-                    .increment(n);
+        if usage.is_none() && quota <= 0 {
+            return;
+        }
+        let register = || {
+            let tokens = |kind: &'static str| {
+                self.counter(
+                    names::TOKENS,
+                    vec![
+                        Label::new("model", model.to_string()),
+                        Label::from_static_parts("kind", kind),
+                    ],
+                )
+            };
+            let series = Charged {
+                input: tokens("input"),
+                cache_read: tokens("cache_read"),
+                cache_write: tokens("cache_write"),
+                output: tokens("output"),
+                quota: self.counter(
+                    names::QUOTA_CHARGED,
+                    vec![Label::new("model", model.to_string())],
+                ),
+            };
+            (model.into(), series)
+        };
+        self.inner.charged.with(model, register, |series| {
+            if let Some(u) = usage {
+                // A handle registers its series at once; a kind is added
+                // to only when billed, so an unused one renders 0.
+                for (counter, n) in [
+                    (&series.input, u.input_tokens),
+                    (&series.cache_read, u.cache_read_tokens),
+                    (&series.cache_write, u.cache_write_tokens),
+                    (&series.output, u.output_tokens),
+                ] {
+                    if n > 0 {
+                        counter.increment(n);
+                    }
                 }
             }
-        }
-        if quota > 0 {
-            self.counter(
-                names::QUOTA_CHARGED,
-                vec![Label::new("model", model.to_string())],
-            )
-            .increment(quota as u64);
-        }
+            if quota > 0 {
+                series.quota.increment(quota as u64);
+            }
+        });
     }
 
     /// A video task entered `state` (`queued`, `in_progress`, a final one).
@@ -429,6 +525,64 @@ mod tests {
         assert!(b
             .render(0)
             .contains("gateway_refusals_total{reason=\"rate_limit_exceeded\"} 1"));
+    }
+
+    #[test]
+    fn kept_handles_count_in_the_series_the_registry_renders() {
+        let m = Metrics::new();
+        let route = || SharedString::const_str("/v1/chat/completions");
+        let model = || SharedString::const_str("gpt-4o-mini");
+        for status in [200, 429, 200] {
+            m.request(
+                route(),
+                model(),
+                status,
+                "openai-chat",
+                Duration::from_millis(3),
+            );
+        }
+        m.request(
+            route(),
+            model(),
+            200,
+            "anthropic-messages",
+            Duration::from_millis(3),
+        );
+        for channel in ["sim", "other", "sim"] {
+            m.upstream(channel, Duration::from_millis(1));
+        }
+        let usage = |input_tokens, output_tokens| Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        };
+        m.charged("gpt-4o-mini", Some(&usage(10, 5)), 7);
+        m.charged("gpt-4o-mini", Some(&usage(1, 2)), 3);
+        m.charged("gpt-4o", Some(&usage(4, 0)), 0);
+        // Nothing billed: no series of its own.
+        m.charged("unbilled", None, 0);
+        let text = m.render(0);
+        let has = |line: &str| assert!(text.contains(line), "{line}\n{text}");
+        let series = "route=\"/v1/chat/completions\",model=\"gpt-4o-mini\"";
+        has(&format!(
+            "gateway_requests_total{{{series},status=\"200\",protocol=\"openai-chat\"}} 2"
+        ));
+        has(&format!(
+            "gateway_requests_total{{{series},status=\"429\",protocol=\"openai-chat\"}} 1"
+        ));
+        has(&format!(
+            "gateway_requests_total{{{series},status=\"200\",protocol=\"anthropic-messages\"}} 1"
+        ));
+        has("gateway_request_duration_seconds_count{route=\"/v1/chat/completions\",protocol=\"openai-chat\"} 3");
+        has("gateway_upstream_duration_seconds_count{channel=\"sim\"} 2");
+        has("gateway_upstream_duration_seconds_count{channel=\"other\"} 1");
+        has("gateway_tokens_total{model=\"gpt-4o-mini\",kind=\"input\"} 11");
+        has("gateway_tokens_total{model=\"gpt-4o-mini\",kind=\"output\"} 7");
+        has("gateway_tokens_total{model=\"gpt-4o-mini\",kind=\"cache_read\"} 0");
+        has("gateway_quota_charged_total{model=\"gpt-4o-mini\"} 10");
+        has("gateway_tokens_total{model=\"gpt-4o\",kind=\"input\"} 4");
+        has("gateway_quota_charged_total{model=\"gpt-4o\"} 0");
+        assert!(!text.contains("unbilled"), "{text}");
     }
 
     #[test]
