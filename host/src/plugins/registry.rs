@@ -80,6 +80,8 @@ pub struct AdapterPlugin {
     /// The requests the host may build itself for calls alike to one the
     /// adapter gave its word for (`plugins::alike`).
     pub alike: super::alike::AlikeRequests,
+    /// The [`SERVED_BY`] value, made once at load (every answer carries it).
+    served_by: Option<axum::http::HeaderValue>,
 }
 
 pub struct VideoPlugin {
@@ -145,20 +147,19 @@ impl Scanned {
 pub const SERVED_BY: &str = "x-gateway-adapter";
 
 impl AdapterPlugin {
-    /// The [`SERVED_BY`] value for this component.
-    pub fn served_by(&self) -> Option<axum::http::HeaderValue> {
-        let sha = self.info.sha256.get(..16).unwrap_or(&self.info.sha256);
-        axum::http::HeaderValue::from_str(&format!(
-            "{}/{} sha256:{sha}",
-            self.info.name, self.info.version
-        ))
-        .ok()
+    /// The [`SERVED_BY`] value for the component `info` names: its name,
+    /// version and the start of its hash (`None` if a guest's name or
+    /// version cannot be a header value).
+    fn served_by(info: &PluginInfo) -> Option<axum::http::HeaderValue> {
+        let sha = info.sha256.get(..16).unwrap_or(&info.sha256);
+        axum::http::HeaderValue::from_str(&format!("{}/{} sha256:{sha}", info.name, info.version))
+            .ok()
     }
 
     /// Names this component in `resp`'s [`SERVED_BY`] header.
     pub fn mark(&self, resp: &mut axum::response::Response) {
-        if let Some(v) = self.served_by() {
-            resp.headers_mut().insert(SERVED_BY, v);
+        if let Some(v) = &self.served_by {
+            resp.headers_mut().insert(SERVED_BY, v.clone());
         }
     }
 }
@@ -523,8 +524,10 @@ async fn load_one(
             )
             .map_err(fail)?;
             check_name(&d.name)?;
+            let info = info(d.name, d.version);
             Ok(Loaded::Adapter(AdapterPlugin {
-                info: info(d.name, d.version),
+                served_by: AdapterPlugin::served_by(&info),
+                info,
                 vendor_protocol: d.vendor_protocol,
                 client_protocols: d.client_protocols,
                 auth: d.auth,
