@@ -11,10 +11,10 @@
 //! vendor's answer time, what it was charged) are kept as handles too, in
 //! [`Kept`] maps by their label values, so a call records them without
 //! building a key for each (a `Vec` of labels, a `String` per model or
-//! channel) or looking it up in the registry. That took about 2.6 µs of
-//! CPU off a call at 32 connections (the median of ten pairs of 8-s runs,
-//! two release gateways loaded at once, each in front of its own mock;
-//! recording none of the three would save about 3.1).
+//! channel) or looking it up in the registry. That took about 2 µs of
+//! CPU off a call at 32 connections (two release gateways, each in front
+//! of its own mock, loaded at once in pairs of 8-s runs: 17 of 18 pairs
+//! lower; see `docs/performance.md`).
 //! No series is ever removed from the recorder (no idle timeout is set),
 //! so a kept handle always counts in the series the registry renders.
 //!
