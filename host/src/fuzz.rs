@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Request};
 use bytes::Bytes;
 use proptest::prelude::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::future::Future;
 
 /// A bounded case count, unless `PROPTEST_CASES` asks for more.
@@ -138,6 +138,72 @@ proptest! {
         refused_cleanly(&r)?;
         if !known.contains(&role.as_str()) {
             prop_assert!(matches!(r, Err(ApiError::InvalidRequest(_))), "role {role:?}: {r:?}");
+        }
+    }
+
+    /// The host's edit of a passthrough call, written from the places the
+    /// head kept (`relay::alike::splice`), is the reference edit's JSON and
+    /// state for every body an OpenAI chat or completions head accepts:
+    /// members in any order and number, unknown ones twice, any spacing; a
+    /// body whose places the head did not keep is one the edit cannot read.
+    #[test]
+    fn fuzz_the_passthrough_splice_is_the_edit(
+        others in prop::collection::vec(
+            (prop_oneof![Just("q\"x".to_string()), Just("n".to_string()), "[a-z_]{1,6}"], json_value()),
+            0..6,
+        ),
+        model in prop_oneof![Just(json!("m")), "[a-z0-9.-]{1,12}".prop_map(Value::from)],
+        stream in prop::option::of(prop_oneof![Just(Value::Null), any::<bool>().prop_map(Value::Bool)]),
+        options in prop::option::of(prop_oneof![
+            json_value(),
+            (any::<bool>(), json_value()).prop_map(|(u, k)| json!({"k": k, "include_usage": u})),
+        ]),
+        places in prop::collection::vec(any::<prop::sample::Index>(), 4),
+        spaces in prop::collection::vec(prop_oneof![Just(""), Just(" "), Just("\n\t ")], 1..8),
+        completions in any::<bool>(),
+    ) {
+        use crate::relay::alike::{edit, splice};
+        let (p, list) = if completions {
+            (&protocol::OPENAI_COMPLETIONS, ("prompt", json!("p")))
+        } else {
+            (&protocol::OPENAI_CHAT, ("messages", json!([{"role": "user", "content": "hi"}])))
+        };
+        let mut members: Vec<(String, Value)> = others;
+        let known = [("model", Some(model)), ("stream", stream), ("stream_options", options), (list.0, Some(list.1))];
+        for ((name, value), at) in known.into_iter().zip(&places) {
+            if let Some(value) = value {
+                members.insert(at.index(members.len() + 1), (name.to_string(), value));
+            }
+        }
+        let mut gaps = spaces.iter().cycle();
+        let mut body = gaps.next().copied().unwrap_or_default().to_string() + "{";
+        for (i, (key, value)) in members.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            for part in [serde_json::to_string(key).unwrap(), ":".into(), value.to_string()] {
+                body.push_str(gaps.next().copied().unwrap_or_default());
+                body.push_str(&part);
+            }
+        }
+        body.push_str(gaps.next().copied().unwrap_or_default());
+        body.push('}');
+        body.push_str(gaps.next().copied().unwrap_or_default());
+        // A body the head refuses (a known member twice) has nothing to edit.
+        let Ok(head) = p.head(body.as_bytes(), p.routes[0]) else { return Ok(()) };
+        let Some(places) = head.places else {
+            prop_assert!(edit(p.protocol, body.as_bytes(), "up", false).is_none(), "{body}");
+            return Ok(());
+        };
+        for stream in [false, true] {
+            let made = splice(body.as_bytes(), &places, "up", stream);
+            let reference = edit(p.protocol, body.as_bytes(), "up", stream);
+            let (Some(made), Some(reference)) = (made, reference) else {
+                return Err(TestCaseError::fail(format!("{body}: no edit")));
+            };
+            let json = |b: &[u8]| serde_json::from_slice::<Value>(b).map_err(|e| TestCaseError::fail(format!("{body}: {e}")));
+            prop_assert_eq!(json(&made.body)?, json(&reference.body)?, "{} {}", body, stream);
+            prop_assert_eq!(made.state, reference.state);
         }
     }
 

@@ -45,6 +45,26 @@ pub struct Head {
     /// An OpenAI chat or completions stream asked for
     /// `stream_options.include_usage` (its usage chunk).
     pub wants_usage: bool,
+    /// An OpenAI chat or completions body's: where the members the host's
+    /// edit replaces are (`None` for other protocols, and where the edit
+    /// cannot read the body).
+    pub places: Option<Places>,
+}
+
+/// Where, in an OpenAI chat or completions body, the members the host's
+/// edit of a passthrough call replaces are (`relay::alike`): byte ranges of
+/// their values as written. Read with the head, so the edit writes the
+/// client's bytes with those values replaced instead of reading the body a
+/// second time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Places {
+    pub model: Option<std::ops::Range<usize>>,
+    pub stream: Option<std::ops::Range<usize>>,
+    pub stream_options: Option<std::ops::Range<usize>>,
+    /// The object's closing brace, before which a member it lacks is added.
+    pub close: usize,
+    /// The object has members (one added goes after a comma).
+    pub any_member: bool,
 }
 
 /// `stream_options.include_usage`, read leniently: the adapter checks the
@@ -491,27 +511,13 @@ fn check_messages(items: &[&RawValue], rules: &MessageRules) -> Result<(), ApiEr
     Ok(())
 }
 
-#[derive(Deserialize)]
-struct ChatHead<'a> {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    max_tokens: Option<u64>,
-    #[serde(default)]
-    max_completion_tokens: Option<u64>,
-    #[serde(default, borrow)]
-    messages: Option<Vec<&'a RawValue>>,
-    #[serde(default)]
-    stream_options: Option<Value>,
-}
-
 fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
-    let head: ChatHead = parse(body, "chat")?;
-    let model = required_model(head.model)?;
-    let messages = head
+    let mut top = OpenAiTop::read(body, OpenAiKind::Chat)?;
+    let model = top.model()?;
+    let messages = top
         .messages
+        .take()
+        .flatten()
         .ok_or_else(|| invalid("`messages` is required"))?;
     if messages.is_empty() {
         return Err(invalid("`messages` must not be empty"));
@@ -520,46 +526,252 @@ fn chat_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
     let bytes = messages.iter().map(|m| m.get().len()).sum();
     Ok(Head {
         model,
-        stream: head.stream.unwrap_or(false),
-        max_output_tokens: head.max_completion_tokens.or(head.max_tokens),
+        stream: top.stream(),
+        max_output_tokens: top
+            .max_completion_tokens
+            .flatten()
+            .or(top.max_tokens.flatten()),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, messages.len()),
         meters: Vec::new(),
-        wants_usage: wants_usage(head.stream_options),
+        wants_usage: top.wants_usage(),
+        places: top.places(body),
     })
 }
 
 /// The legacy completions protocol's default for `max_tokens`.
 pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
 
-#[derive(Deserialize)]
-struct CompletionsHead<'a> {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    max_tokens: Option<u64>,
-    #[serde(default, borrow)]
-    prompt: Option<&'a RawValue>,
-    #[serde(default)]
-    stream_options: Option<Value>,
-}
-
 fn completions_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
-    let head: CompletionsHead = parse(body, "completions")?;
-    let model = required_model(head.model)?;
-    if head.prompt.is_none_or(|p| p.get() == "null") {
+    let mut top = OpenAiTop::read(body, OpenAiKind::Completions)?;
+    let model = top.model()?;
+    if top.prompt.is_none_or(|p| p.get() == "null") {
         return Err(invalid("`prompt` is required"));
     }
-    let (bytes, items) = prompt_size(head.prompt);
+    let (bytes, items) = prompt_size(top.prompt);
     Ok(Head {
         model,
-        stream: head.stream.unwrap_or(false),
-        max_output_tokens: Some(head.max_tokens.unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS)),
+        stream: top.stream(),
+        max_output_tokens: Some(
+            top.max_tokens
+                .flatten()
+                .unwrap_or(COMPLETIONS_DEFAULT_MAX_TOKENS),
+        ),
         prompt_tokens_estimate: estimate_prompt_tokens(bytes, items),
         meters: Vec::new(),
-        wants_usage: wants_usage(head.stream_options),
+        wants_usage: top.wants_usage(),
+        places: top.places(body),
     })
+}
+
+/// Which of the two OpenAI protocols whose passthrough the host edits a
+/// body is read for: they differ in the prompt's member and in
+/// `max_completion_tokens`, which only chat has.
+#[derive(Clone, Copy)]
+enum OpenAiKind {
+    Chat,
+    Completions,
+}
+
+impl OpenAiKind {
+    fn what(self) -> &'static str {
+        match self {
+            OpenAiKind::Chat => "chat",
+            OpenAiKind::Completions => "completions",
+        }
+    }
+}
+
+/// The top level of an OpenAI chat or completions body, read in one pass:
+/// the members the head needs, and where the members the host's edit
+/// replaces are ([`Places`]), so that the edit of a passthrough call does
+/// not read the body again. The members are checked as a derived struct
+/// checks them: a known member written twice is refused (even when the
+/// first was `null`), so is one of the wrong type; the others are skipped.
+struct OpenAiTop<'a> {
+    /// Each known member: `None` when absent, else its value as read (an
+    /// `Option` inside for `null`) and, for those the edit replaces, as
+    /// written.
+    model: Option<(Option<String>, &'a RawValue)>,
+    stream: Option<(Option<bool>, &'a RawValue)>,
+    stream_options: Option<&'a RawValue>,
+    max_tokens: Option<Option<u64>>,
+    /// Chat's only.
+    max_completion_tokens: Option<Option<u64>>,
+    /// Chat's `messages`, each message as written.
+    messages: Option<Option<Vec<&'a RawValue>>>,
+    /// Completions' `prompt`.
+    prompt: Option<&'a RawValue>,
+    /// Every key was written without an escape (the edit reads only such
+    /// bodies; `relay::alike`).
+    plain_keys: bool,
+    any_member: bool,
+}
+
+impl<'a> OpenAiTop<'a> {
+    fn read(body: &'a [u8], kind: OpenAiKind) -> Result<Self, ApiError> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        serde::Deserializer::deserialize_map(&mut de, kind)
+            .and_then(|top| de.end().map(|()| top))
+            .map_err(|e| {
+                invalid(format!(
+                    "the body is not a valid {} request: {e}",
+                    kind.what()
+                ))
+            })
+    }
+
+    /// Where, in `body` (the one it was read from), the members the edit
+    /// replaces are; `None` when a key was written with an escape.
+    fn places(&self, body: &[u8]) -> Option<Places> {
+        if !self.plain_keys {
+            return None;
+        }
+        let at = |raw: &RawValue| {
+            let start = (raw.get().as_ptr() as usize).wrapping_sub(body.as_ptr() as usize);
+            start..start + raw.get().len()
+        };
+        Some(Places {
+            model: self.model.as_ref().map(|(_, raw)| at(raw)),
+            stream: self.stream.map(|(_, raw)| at(raw)),
+            stream_options: self.stream_options.map(at),
+            close: body.iter().rposition(|&b| b == b'}')?,
+            any_member: self.any_member,
+        })
+    }
+
+    fn model(&mut self) -> Result<String, ApiError> {
+        required_model(self.model.as_mut().and_then(|(m, _)| m.take()))
+    }
+
+    fn stream(&self) -> bool {
+        self.stream.and_then(|(s, _)| s).unwrap_or(false)
+    }
+
+    fn wants_usage(&self) -> bool {
+        wants_usage(
+            self.stream_options
+                .and_then(|o| serde_json::from_str::<Value>(o.get()).ok()),
+        )
+    }
+}
+
+/// The places the chat head keeps of `body`, read without the head's other
+/// checks (a body without messages has them too), for the edit's tests.
+#[cfg(test)]
+pub(crate) fn chat_places(body: &[u8]) -> Option<Places> {
+    OpenAiTop::read(body, OpenAiKind::Chat).ok()?.places(body)
+}
+
+/// A top-level key: borrowed from the body when written without an escape.
+enum Key<'a> {
+    Plain(&'a str),
+    Escaped(String),
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member's name")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::Plain(s))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key::Escaped(s.to_owned()))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for OpenAiKind {
+    type Value = OpenAiTop<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a {} request object", self.what())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<OpenAiTop<'de>, A::Error> {
+        use serde::de::{Error, IgnoredAny, MapAccess};
+        /// A known member's value, into its slot; a second is refused.
+        fn once<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+            map: &mut A,
+            slot: &mut Option<T>,
+            name: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(A::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        /// The same for a member the edit replaces: read as `T` and kept
+        /// as written.
+        fn once_kept<'de, T: Deserialize<'de>, A: MapAccess<'de>>(
+            map: &mut A,
+            slot: &mut Option<(Option<T>, &'de RawValue)>,
+            name: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(A::Error::duplicate_field(name));
+            }
+            let raw: &'de RawValue = map.next_value()?;
+            let value = serde_json::from_str(raw.get()).map_err(|e| {
+                // The value's own error without its place in the value (the
+                // reader adds the member's place in the body).
+                let place = format!(" at line {} column {}", e.line(), e.column());
+                let text = e.to_string();
+                A::Error::custom(text.strip_suffix(&place).unwrap_or(&text))
+            })?;
+            *slot = Some((value, raw));
+            Ok(())
+        }
+        let mut top = OpenAiTop {
+            model: None,
+            stream: None,
+            stream_options: None,
+            max_tokens: None,
+            max_completion_tokens: None,
+            messages: None,
+            prompt: None,
+            plain_keys: true,
+            any_member: false,
+        };
+        let chat = matches!(self, OpenAiKind::Chat);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            top.any_member = true;
+            let name = match &key {
+                Key::Plain(k) => k,
+                Key::Escaped(k) => {
+                    top.plain_keys = false;
+                    k.as_str()
+                }
+            };
+            match name {
+                "model" => once_kept(&mut map, &mut top.model, "model")?,
+                "stream" => once_kept(&mut map, &mut top.stream, "stream")?,
+                "stream_options" => once(&mut map, &mut top.stream_options, "stream_options")?,
+                "max_tokens" => once(&mut map, &mut top.max_tokens, "max_tokens")?,
+                "max_completion_tokens" if chat => once(
+                    &mut map,
+                    &mut top.max_completion_tokens,
+                    "max_completion_tokens",
+                )?,
+                "messages" if chat => once(&mut map, &mut top.messages, "messages")?,
+                "prompt" if !chat => once(&mut map, &mut top.prompt, "prompt")?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(top)
+    }
 }
 
 #[derive(Deserialize)]
@@ -598,6 +810,7 @@ fn responses_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, items + 1),
         meters: Vec::new(),
         wants_usage: false,
+        places: None,
     })
 }
 
@@ -638,6 +851,7 @@ fn messages_head(body: &[u8], _path: &str) -> Result<Head, ApiError> {
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, messages.len() + 1),
         meters: Vec::new(),
         wants_usage: false,
+        places: None,
     })
 }
 
@@ -701,6 +915,7 @@ fn gemini_head(body: &[u8], path: &str) -> Result<Head, ApiError> {
         prompt_tokens_estimate: estimate_prompt_tokens(bytes + sys, contents.len() + 1),
         meters: Vec::new(),
         wants_usage: false,
+        places: None,
     })
 }
 
@@ -716,6 +931,7 @@ fn family_head(model: String, prompt_tokens_estimate: u64, meters: Vec<Meter>) -
         prompt_tokens_estimate,
         meters,
         wants_usage: false,
+        places: None,
     }
 }
 
@@ -1088,6 +1304,103 @@ mod tests {
         );
         assert_eq!(normalise_path("/v1/messages"), None);
         assert_eq!(normalise_path("/v1/v1x"), None);
+    }
+
+    /// The OpenAI heads' one-pass reader refuses what the derived structs
+    /// it replaced refused, and keeps where the edit's members are.
+    #[test]
+    fn openai_heads_check_members_and_keep_the_edits_places() {
+        let msgs = r#""messages":[{"role":"user","content":"hi"}]"#;
+        let refused = |body: &str| match chat_head(body.as_bytes(), "") {
+            Err(ApiError::InvalidRequest(m)) => m,
+            other => panic!("{body}: {other:?}"),
+        };
+        for (body, says) in [
+            (
+                format!(r#"{{"model":"m","model":"n",{msgs}}}"#),
+                "duplicate field `model`",
+            ),
+            (
+                format!(r#"{{"max_tokens":null,"max_tokens":3,"model":"m",{msgs}}}"#),
+                "duplicate field `max_tokens`",
+            ),
+            (
+                format!(r#"{{"stream":null,"model":"m","stream":true,{msgs}}}"#),
+                "duplicate field `stream`",
+            ),
+            (
+                format!(r#"{{"model":"m",{msgs},{msgs}}}"#),
+                "duplicate field `messages`",
+            ),
+            (
+                format!(r#"{{"model":5,{msgs}}}"#),
+                "invalid type: integer `5`, expected a string at line 1 column 10",
+            ),
+            (
+                format!(r#"{{"model":"m","stream":"yes",{msgs}}}"#),
+                r#"invalid type: string "yes", expected a boolean at line 1 column 27"#,
+            ),
+            (
+                format!(r#"{{"model":"m","max_tokens":-1,{msgs}}}"#),
+                "invalid value: integer `-1`, expected u64",
+            ),
+            ("[]".into(), "expected a chat request object"),
+            (
+                format!(r#"{{"model":"m",{msgs}}} x"#),
+                "trailing characters",
+            ),
+        ] {
+            let msg = refused(&body);
+            assert!(msg.contains(says), "{body}: {msg}");
+            assert!(
+                msg.starts_with("the body is not a valid chat request: "),
+                "{msg}"
+            );
+        }
+        // Members it does not know are skipped unread, twice or not.
+        let h = chat_head(
+            format!(r#"{{"x":1,"x":[2],"prompt":3,"prompt":4,"model":"m",{msgs}}}"#).as_bytes(),
+            "",
+        )
+        .unwrap();
+        assert_eq!(h.model, "m");
+        let h = completions_head(
+            br#"{"messages":1,"messages":2,"max_completion_tokens":1,"max_completion_tokens":2,"model":"m","prompt":"p"}"#,
+            "",
+        )
+        .unwrap();
+        assert_eq!(h.max_output_tokens, Some(COMPLETIONS_DEFAULT_MAX_TOKENS));
+        // The places are the values as written, whatever the spacing.
+        let body = format!(
+            r#" {{ "stream" : false , "model":"m" , "x":{{"model":1}}, {msgs} , "stream_options" :{{"include_usage": true}} }}  "#
+        );
+        let h = chat_head(body.as_bytes(), "").unwrap();
+        assert!(h.wants_usage && !h.stream);
+        let p = h.places.unwrap();
+        let at = |r: Option<std::ops::Range<usize>>| &body[r.unwrap()];
+        assert_eq!(at(p.model.clone()), r#""m""#);
+        assert_eq!(at(p.stream.clone()), "false");
+        assert_eq!(at(p.stream_options.clone()), r#"{"include_usage": true}"#);
+        assert_eq!(&body[p.close..], "}  ");
+        assert!(p.any_member);
+        let p = completions_head(br#"{"prompt":"p","model":"m"}"#, "")
+            .unwrap()
+            .places
+            .unwrap();
+        assert_eq!((p.stream, p.stream_options, p.close), (None, None, 25));
+        // A key written with an escape is read, and the edit is left to
+        // the adapter.
+        let h = chat_head(format!(r#"{{"mod\u0065l":"m",{msgs}}}"#).as_bytes(), "").unwrap();
+        assert_eq!((h.model.as_str(), h.places), ("m", None));
+        let h = chat_head(
+            format!(r#"{{"\u0078":1,"model":"m",{msgs}}}"#).as_bytes(),
+            "",
+        )
+        .unwrap();
+        assert_eq!(h.places, None);
+        // Other protocols keep none.
+        let h = responses_head(br#"{"model":"m","input":"hi"}"#, "").unwrap();
+        assert_eq!(h.places, None);
     }
 
     #[test]

@@ -115,6 +115,7 @@ async fn answer(
         prompt_tokens_estimate: head.prompt_tokens_estimate,
         meters: head.meters,
         wants_usage: head.wants_usage,
+        places: head.places,
         body,
         lease,
         form,

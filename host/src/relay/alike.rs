@@ -14,6 +14,20 @@
 //! way the SDK's passthrough reads it, and a body that cannot be read so (not
 //! an object, a key written with an escape) is left to the adapter.
 //!
+//! The edit is made two ways. [`edit`] reads the body as the contract says
+//! and writes the members back, key by key; it is the reference, and the
+//! check of an adapter's word below uses it. A call alike to one the word
+//! was given for is edited by [`splice`] instead: the head of an OpenAI
+//! chat or completions request (`protocol`) already read the body once and
+//! kept where the model's, the stream's and the stream options' values are
+//! ([`Places`]), so the client's bytes are copied with those values replaced
+//! (a member the body lacks added before its closing brace) and the body is
+//! not read a second time. The two make the same JSON wherever the head
+//! kept places, which it does not where [`edit`] cannot read the body (a key
+//! written with an escape); the member order and spacing the client wrote
+//! are kept, and so is an unknown member written twice, whose last value is
+//! the one a JSON reader takes, as [`edit`] does.
+//!
 //! The word is checked on the call that gives it ([`check`]): the adapter's
 //! own request must be this edit (the body the same JSON, the same state),
 //! or the host keeps nothing and takes that adapter's word no more. `gateway
@@ -22,9 +36,11 @@
 use crate::plugins::bindings::types::{Protocol, RequestCtx};
 use crate::plugins::registry::AdapterPlugin;
 use crate::plugins::session::{AnswerMode, OutboundBody, OutboundRequest};
+use crate::protocol::Places;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 /// The state of a streamed call whose client asked for the usage chunk
 /// itself (the contract's; empty otherwise).
@@ -71,6 +87,92 @@ pub(crate) fn edit(
     }
     Some(Edited {
         body: serde_json::to_vec(&members).ok()?,
+        state: if client_wants_usage {
+            CLIENT_WANTS_USAGE.to_owned()
+        } else {
+            String::new()
+        },
+    })
+}
+
+/// [`edit`]'s JSON written from the `places` the head of the client's
+/// `body` found (see the module doc); `None` where a place is not in the
+/// body.
+pub(crate) fn splice(
+    body: &[u8],
+    places: &Places,
+    upstream_model: &str,
+    stream: bool,
+) -> Option<Edited> {
+    /// A member's new value, and where its old one is (`None`: added).
+    struct Put {
+        at: Option<Range<usize>>,
+        name: &'static str,
+        value: Vec<u8>,
+    }
+    let mut puts = Vec::with_capacity(3);
+    puts.push(Put {
+        at: places.model.clone(),
+        name: "model",
+        value: serde_json::to_vec(upstream_model).ok()?,
+    });
+    let mut client_wants_usage = false;
+    if stream {
+        puts.push(Put {
+            at: places.stream.clone(),
+            name: "stream",
+            value: b"true".to_vec(),
+        });
+        let client = match &places.stream_options {
+            Some(at) => serde_json::from_slice(body.get(at.clone())?).ok(),
+            None => None,
+        };
+        let mut options = match client {
+            Some(Value::Object(o)) => o,
+            _ => Map::new(),
+        };
+        client_wants_usage = options.get("include_usage") == Some(&Value::Bool(true));
+        options.insert("include_usage".into(), Value::Bool(true));
+        puts.push(Put {
+            at: places.stream_options.clone(),
+            name: "stream_options",
+            value: serde_json::to_vec(&options).ok()?,
+        });
+    } else if let Some(at) = &places.stream {
+        // A JSON `true` has one spelling.
+        if body.get(at.clone())? == b"true" {
+            puts.push(Put {
+                at: Some(at.clone()),
+                name: "stream",
+                value: b"false".to_vec(),
+            });
+        }
+    }
+    puts.sort_by_key(|p| p.at.as_ref().map(|a| a.start));
+    let mut out = Vec::with_capacity(body.len() + 64);
+    let mut from = 0;
+    for put in &puts {
+        if let Some(at) = &put.at {
+            out.extend_from_slice(body.get(from..at.start)?);
+            out.extend_from_slice(&put.value);
+            from = at.end;
+        }
+    }
+    out.extend_from_slice(body.get(from..places.close)?);
+    let mut comma = places.any_member;
+    for put in puts.iter().filter(|p| p.at.is_none()) {
+        if comma {
+            out.push(b',');
+        }
+        comma = true;
+        out.push(b'"');
+        out.extend_from_slice(put.name.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(&put.value);
+    }
+    out.extend_from_slice(body.get(places.close..)?);
+    Some(Edited {
+        body: out,
         state: if client_wants_usage {
             CLIENT_WANTS_USAGE.to_owned()
         } else {
@@ -137,18 +239,21 @@ pub(crate) fn check(
 }
 
 /// The request for a call alike to one the adapter gave its word for, made
-/// by the host; `None` when there is none kept or the edit cannot read this
-/// body (the adapter translates it).
+/// by the host from the `places` the head of its `body` found; `None` when
+/// there is none kept or the edit cannot read this body (no places: the
+/// adapter translates it).
 pub(crate) fn request(
     plugin: &AdapterPlugin,
     ctx: &RequestCtx,
     body: &[u8],
+    places: Option<&Places>,
 ) -> Option<OutboundRequest> {
     if plugin.vendor_protocol != ctx.client_protocol {
         return None;
     }
+    let places = places?;
     let alike = plugin.alike.find(ctx)?;
-    let edited = edit(ctx.client_protocol, body, &ctx.upstream_model, ctx.stream)?;
+    let edited = splice(body, places, &ctx.upstream_model, ctx.stream)?;
     Some(OutboundRequest {
         method: alike.method.clone(),
         path: alike.path.clone(),
@@ -302,6 +407,63 @@ mod tests {
             }
         }
         assert_eq!(made, 14, "the edit reads all but the last three bodies");
+    }
+
+    /// The splice makes [`edit`]'s JSON and state wherever the head keeps
+    /// places (`fuzz.rs` tries bodies of every shape the head reads), and
+    /// keeps the client's bytes around the values it replaces.
+    #[test]
+    fn the_splice_is_the_edit() {
+        let bodies = [
+            r#"{"model":"c","messages":[{"role":"user","content":"caf\u00e9 \"q\""}],
+               "temperature":1e-4,"stream":true,"stream_options":{"include_usage":true,"x":1}}"#,
+            r#"{"model":"c","stream":false,"stream_options":{"include_usage":false}}"#,
+            r#"{"stream_options":null,"stream":true,"a":1,"a":2}"#,
+            r#"{"stream_options":{"include_usage":"true"},"n":12345678901234567890}"#,
+            r#"  {"b":[1,2,{"c":{}}],"model":null}  "#,
+            r#"{ "stream" : true , "x" : { "stream" : 1 } , "model" : "c" }"#,
+            r#"{"stream_options":"n/a","stream":null}"#,
+            r#"{}"#,
+            "{ \n}\n",
+        ];
+        for body in bodies {
+            let places = crate::protocol::chat_places(body.as_bytes())
+                .unwrap_or_else(|| panic!("{body}: no places"));
+            for stream in [false, true] {
+                let made = splice(body.as_bytes(), &places, "up", stream).unwrap();
+                let reference = edit(Protocol::OpenaiChat, body.as_bytes(), "up", stream).unwrap();
+                let json = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
+                assert_eq!(json(&made.body), json(&reference.body), "{body} {stream}");
+                assert_eq!(made.state, reference.state, "{body} {stream}");
+            }
+        }
+        let body = br#"{ "x" : [1, 2], "model":"c" , "stream":true}"#;
+        let places = crate::protocol::chat_places(body).unwrap();
+        let made = splice(body, &places, "up", true).unwrap();
+        assert_eq!(
+            String::from_utf8(made.body).unwrap(),
+            r#"{ "x" : [1, 2], "model":"up" , "stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        let made = splice(body, &places, "up", false).unwrap();
+        assert_eq!(
+            String::from_utf8(made.body).unwrap(),
+            r#"{ "x" : [1, 2], "model":"up" , "stream":false}"#
+        );
+        let places = crate::protocol::chat_places(b"{}").unwrap();
+        assert_eq!(
+            splice(b"{}", &places, "up", false).unwrap().body,
+            br#"{"model":"up"}"#
+        );
+        // Places from another body that do not fit this one: no edit.
+        assert!(splice(
+            b"{}",
+            &crate::protocol::chat_places(body).unwrap(),
+            "up",
+            true
+        )
+        .is_none());
+        // What the edit cannot read has no places.
+        assert!(crate::protocol::chat_places(br#"{"\u006dodel":"escaped key"}"#).is_none());
     }
 
     fn ctx(stream: bool) -> RequestCtx {

@@ -60,6 +60,9 @@ pub struct TextRequest {
     pub measured: Option<Usage>,
     /// The client headers adapters may see.
     pub client_headers: Vec<Header>,
+    /// Where the members the host's edit of a passthrough replaces are in
+    /// `body` (`protocol::Places`, `relay::alike`).
+    pub places: Option<crate::protocol::Places>,
 }
 
 /// The client headers an adapter may see, from the request's headers.
@@ -509,7 +512,7 @@ async fn attempt(
     let mut outbound = match req
         .form
         .is_none()
-        .then(|| super::alike::request(plugin, ctx, &req.body))
+        .then(|| super::alike::request(plugin, ctx, &req.body, req.places.as_ref()))
         .flatten()
     {
         Some(outbound) => outbound,
