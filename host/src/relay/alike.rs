@@ -375,9 +375,11 @@ mod tests {
 
     /// The host's edit is the SDK passthrough's (run natively) wherever the
     /// host makes it: the same JSON and the same state, over bodies of
-    /// every shape the edit reads or leaves alone.
+    /// every shape the edit reads or leaves alone; and so is the splice
+    /// wherever the head keeps places (`fuzz.rs` tries bodies of every
+    /// shape the head reads).
     #[test]
-    fn the_edit_is_the_sdks_passthrough() {
+    fn the_edit_and_the_splice_are_the_sdks_passthrough() {
         use gateway_guest_sdk::openai_passthrough::prepare_request;
         let bodies = [
             r#"{"model":"c","messages":[{"role":"user","content":"caf\u00e9 \"q\""}],
@@ -387,15 +389,20 @@ mod tests {
             r#"{"stream_options":null,"stream":true,"a":1,"a":2}"#,
             r#"{"stream_options":{"include_usage":"true"},"n":12345678901234567890}"#,
             r#"  {"b":[1,2,{"c":{}}],"model":null}  "#,
+            r#"{ "stream" : true , "x" : { "stream" : 1 } , "model" : "c" }"#,
+            r#"{"stream_options":"n/a","stream":null}"#,
+            "{ \n}\n",
             r#"{"\u006dodel":"escaped key"}"#,
             r#"{}"#,
             r#"[]"#,
             r#"{"#,
         ];
-        let mut made = 0;
+        let (mut made, mut spliced) = (0, 0);
         for body in bodies {
+            let places = crate::protocol::chat_places(body.as_bytes());
             for stream in [false, true] {
                 let Some(host) = edit(Protocol::OpenaiChat, body.as_bytes(), "up", stream) else {
+                    assert_eq!(places, None, "{body}");
                     continue;
                 };
                 made += 1;
@@ -404,39 +411,26 @@ mod tests {
                 let json = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
                 assert_eq!(json(&host.body), json(&sdk.body), "{body} {stream}");
                 assert_eq!(host.state, sdk.state, "{body} {stream}");
+                let Some(places) = &places else { continue };
+                spliced += 1;
+                let made = splice(body.as_bytes(), places, "up", stream).unwrap();
+                assert_eq!(json(&made.body), json(&host.body), "{body} {stream}");
+                assert_eq!(made.state, host.state, "{body} {stream}");
             }
         }
-        assert_eq!(made, 14, "the edit reads all but the last three bodies");
+        assert_eq!(made, 20, "the edit reads all but the last three bodies");
+        // The head refuses a `stream` that is not a boolean, so keeps no
+        // places for that body.
+        assert_eq!(
+            spliced, 18,
+            "the head keeps places for all it reads but one"
+        );
     }
 
-    /// The splice makes [`edit`]'s JSON and state wherever the head keeps
-    /// places (`fuzz.rs` tries bodies of every shape the head reads), and
-    /// keeps the client's bytes around the values it replaces.
+    /// The splice keeps the client's bytes around the values it replaces,
+    /// and adds what the body lacks before its closing brace.
     #[test]
-    fn the_splice_is_the_edit() {
-        let bodies = [
-            r#"{"model":"c","messages":[{"role":"user","content":"caf\u00e9 \"q\""}],
-               "temperature":1e-4,"stream":true,"stream_options":{"include_usage":true,"x":1}}"#,
-            r#"{"model":"c","stream":false,"stream_options":{"include_usage":false}}"#,
-            r#"{"stream_options":null,"stream":true,"a":1,"a":2}"#,
-            r#"{"stream_options":{"include_usage":"true"},"n":12345678901234567890}"#,
-            r#"  {"b":[1,2,{"c":{}}],"model":null}  "#,
-            r#"{ "stream" : true , "x" : { "stream" : 1 } , "model" : "c" }"#,
-            r#"{"stream_options":"n/a","stream":null}"#,
-            r#"{}"#,
-            "{ \n}\n",
-        ];
-        for body in bodies {
-            let places = crate::protocol::chat_places(body.as_bytes())
-                .unwrap_or_else(|| panic!("{body}: no places"));
-            for stream in [false, true] {
-                let made = splice(body.as_bytes(), &places, "up", stream).unwrap();
-                let reference = edit(Protocol::OpenaiChat, body.as_bytes(), "up", stream).unwrap();
-                let json = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap();
-                assert_eq!(json(&made.body), json(&reference.body), "{body} {stream}");
-                assert_eq!(made.state, reference.state, "{body} {stream}");
-            }
-        }
+    fn the_splice_keeps_the_clients_bytes() {
         let body = br#"{ "x" : [1, 2], "model":"c" , "stream":true}"#;
         let places = crate::protocol::chat_places(body).unwrap();
         let made = splice(body, &places, "up", true).unwrap();
@@ -449,21 +443,13 @@ mod tests {
             String::from_utf8(made.body).unwrap(),
             r#"{ "x" : [1, 2], "model":"up" , "stream":false}"#
         );
-        let places = crate::protocol::chat_places(b"{}").unwrap();
+        let empty = crate::protocol::chat_places(b"{}").unwrap();
         assert_eq!(
-            splice(b"{}", &places, "up", false).unwrap().body,
+            splice(b"{}", &empty, "up", false).unwrap().body,
             br#"{"model":"up"}"#
         );
         // Places from another body that do not fit this one: no edit.
-        assert!(splice(
-            b"{}",
-            &crate::protocol::chat_places(body).unwrap(),
-            "up",
-            true
-        )
-        .is_none());
-        // What the edit cannot read has no places.
-        assert!(crate::protocol::chat_places(br#"{"\u006dodel":"escaped key"}"#).is_none());
+        assert!(splice(b"{}", &places, "up", true).is_none());
     }
 
     fn ctx(stream: bool) -> RequestCtx {
