@@ -67,12 +67,6 @@ pub struct Places {
     pub any_member: bool,
 }
 
-/// `stream_options.include_usage`, read leniently: the adapter checks the
-/// member's shape, the host only needs to know whether it is `true`.
-fn wants_usage(options: Option<Value>) -> bool {
-    options.is_some_and(|o| o["include_usage"] == Value::Bool(true))
-}
-
 /// One client protocol.
 pub struct ClientProtocol {
     pub protocol: Protocol,
@@ -398,8 +392,12 @@ fn prompt_size(v: Option<&RawValue>) -> (usize, usize) {
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|e| invalid(format!("the body is not a valid {what} request: {e}")))
+    serde_json::from_slice(body).map_err(|e| not_valid(what, e))
+}
+
+/// A body that could not be read as a `what` request.
+fn not_valid(what: &str, e: serde_json::Error) -> ApiError {
+    invalid(format!("the body is not a valid {what} request: {e}"))
 }
 
 /// One message of a chat-family request, as far as the gateway checks it
@@ -612,12 +610,7 @@ impl<'a> OpenAiTop<'a> {
         let mut de = serde_json::Deserializer::from_slice(body);
         serde::Deserializer::deserialize_map(&mut de, kind)
             .and_then(|top| de.end().map(|()| top))
-            .map_err(|e| {
-                invalid(format!(
-                    "the body is not a valid {} request: {e}",
-                    kind.what()
-                ))
-            })
+            .map_err(|e| not_valid(kind.what(), e))
     }
 
     /// Where, in `body` (the one it was read from), the members the edit
@@ -647,11 +640,12 @@ impl<'a> OpenAiTop<'a> {
         self.stream.and_then(|(s, _)| s).unwrap_or(false)
     }
 
+    /// `stream_options.include_usage`, read leniently: the adapter checks
+    /// the member's shape, the host only needs to know whether it is `true`.
     fn wants_usage(&self) -> bool {
-        wants_usage(
-            self.stream_options
-                .and_then(|o| serde_json::from_str::<Value>(o.get()).ok()),
-        )
+        self.stream_options
+            .and_then(|o| serde_json::from_str::<Value>(o.get()).ok())
+            .is_some_and(|o| o["include_usage"] == Value::Bool(true))
     }
 }
 

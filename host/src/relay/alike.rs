@@ -71,13 +71,9 @@ pub(crate) fn edit(
     let mut client_wants_usage = false;
     if stream {
         members.insert("stream", RawValue::TRUE);
-        let mut client_options = match members.get("stream_options").map(|o| value(o)) {
-            Some(Value::Object(o)) => o,
-            _ => Map::new(),
-        };
-        client_wants_usage = client_options.get("include_usage") == Some(&Value::Bool(true));
-        client_options.insert("include_usage".into(), Value::Bool(true));
-        options = serde_json::value::to_raw_value(&client_options).ok()?;
+        let (sent, client_asked) = stream_options(members.get("stream_options").map(|o| value(o)));
+        client_wants_usage = client_asked;
+        options = serde_json::value::to_raw_value(&sent).ok()?;
         members.insert("stream_options", &options);
     } else if members
         .get("stream")
@@ -87,12 +83,31 @@ pub(crate) fn edit(
     }
     Some(Edited {
         body: serde_json::to_vec(&members).ok()?,
-        state: if client_wants_usage {
-            CLIENT_WANTS_USAGE.to_owned()
-        } else {
-            String::new()
-        },
+        state: state(client_wants_usage),
     })
+}
+
+/// The `stream_options` a streamed call's edit sends, from the client's
+/// (its value, if it wrote one): the client's object with `include_usage:
+/// true` set (a value not an object replaced); and whether the client had
+/// asked for the usage chunk itself.
+fn stream_options(client: Option<Value>) -> (Map<String, Value>, bool) {
+    let mut options = match client {
+        Some(Value::Object(o)) => o,
+        _ => Map::new(),
+    };
+    let client_asked = options.get("include_usage") == Some(&Value::Bool(true));
+    options.insert("include_usage".into(), Value::Bool(true));
+    (options, client_asked)
+}
+
+/// The edit's state: whether the client asked for the usage chunk itself.
+fn state(client_wants_usage: bool) -> String {
+    if client_wants_usage {
+        CLIENT_WANTS_USAGE.to_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// [`edit`]'s JSON written from the `places` the head of the client's
@@ -127,16 +142,12 @@ pub(crate) fn splice(
             Some(at) => serde_json::from_slice(body.get(at.clone())?).ok(),
             None => None,
         };
-        let mut options = match client {
-            Some(Value::Object(o)) => o,
-            _ => Map::new(),
-        };
-        client_wants_usage = options.get("include_usage") == Some(&Value::Bool(true));
-        options.insert("include_usage".into(), Value::Bool(true));
+        let (sent, client_asked) = stream_options(client);
+        client_wants_usage = client_asked;
         puts.push(Put {
             at: places.stream_options.clone(),
             name: "stream_options",
-            value: serde_json::to_vec(&options).ok()?,
+            value: serde_json::to_vec(&sent).ok()?,
         });
     } else if let Some(at) = &places.stream {
         // A JSON `true` has one spelling.
@@ -173,11 +184,7 @@ pub(crate) fn splice(
     out.extend_from_slice(body.get(places.close..)?);
     Some(Edited {
         body: out,
-        state: if client_wants_usage {
-            CLIENT_WANTS_USAGE.to_owned()
-        } else {
-            String::new()
-        },
+        state: state(client_wants_usage),
     })
 }
 
